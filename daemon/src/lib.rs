@@ -1,0 +1,1 @@
+//! cmdgate-daemon: the routing daemon `cmdgated` and the operator CLI `cmdgate`.
