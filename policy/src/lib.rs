@@ -5,4 +5,9 @@
 //! argument. That is what makes every decision reproducible from its inputs and testable as a table.
 #![forbid(unsafe_code)]
 
+pub mod breaker;
+pub mod decide;
+pub mod learn;
 pub mod shell;
+pub mod tiermap;
+pub mod wire;

@@ -1,0 +1,1 @@
+//! The circuit breaker state machine: sliding-window counts, weights, open / half-open / closed.

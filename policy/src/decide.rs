@@ -1,0 +1,1 @@
+//! The decision engine: `decide(request, snapshot, now) -> Decision`, DESIGN.md precedence.

@@ -1,0 +1,1 @@
+//! Promotion and demotion of learned allowlist entries.

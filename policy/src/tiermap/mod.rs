@@ -1,0 +1,1 @@
+//! The tier map `CLAUDE_CMDS.md`: parsing, canonical bytes, signature trailer, verification.

@@ -1,0 +1,1 @@
+//! Wire types shared by hook and daemon (versioned, serde).
