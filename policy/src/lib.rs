@@ -10,4 +10,5 @@ pub mod decide;
 pub mod learn;
 pub mod shell;
 pub mod tiermap;
+pub mod time;
 pub mod wire;
