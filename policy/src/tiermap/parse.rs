@@ -1,0 +1,662 @@
+//! Parsing `CLAUDE_CMDS.md` into a [`TierMap`], collecting every diagnostic before failing closed.
+//!
+//! The accepted grammar is specified in `docs/tiermap.md`. The parser is strict wherever leniency
+//! could silently drop a rule: a misspelt tier heading, a list item that is almost an entry, an
+//! option it does not know, an unclosed code fence — each is an error, never ignored prose.
+
+use super::canonical::{body_len, is_trailer_like, lines};
+use super::pattern::Pattern;
+use super::{Diagnostic, Tier, FILE_NAME};
+use std::collections::HashMap;
+use std::fmt;
+use std::time::Duration;
+
+/// Largest tier map accepted, in bytes. A map is reviewed by a person; anything bigger is a
+/// denial-of-review vector, and it bounds the parser's work on hostile input.
+pub const MAX_MAP_BYTES: usize = 256 * 1024;
+
+/// Longest sandbox timeout an entry may ask for.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Per-entry settings for the test-run in the container mirror (tier 1 entries only).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxOptions {
+    /// `timeout=120s`: overrides the daemon's default test-run timeout for slow builds and tests.
+    pub timeout: Option<Duration>,
+    /// `network`: the test-run gets a network namespace with connectivity, and network use is not
+    /// counted as an effect (package fetches during a build).
+    pub network: bool,
+    /// `write=~/.cargo/registry`: paths outside the workspace whose changes do not make a run dirty
+    /// (build caches). Absolute, or `~/`-relative to the agent's home; never `..`.
+    pub extra_writable: Vec<String>,
+    /// `edit-tracked`: changes to files tracked by version control are clean (formatters). Protected
+    /// paths (`.git/`, `.claude/`, `CLAUDE_CMDS.md`) stay protected regardless.
+    pub edit_tracked: bool,
+}
+
+impl SandboxOptions {
+    /// Whether no option was given.
+    pub fn is_default(&self) -> bool {
+        *self == SandboxOptions::default()
+    }
+}
+
+/// One command pattern in one tier, with where it was written so decisions can name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The section it was listed under.
+    pub tier: Tier,
+    /// What argv it matches.
+    pub pattern: Pattern,
+    /// Test-run settings; always default outside tier 1.
+    pub options: SandboxOptions,
+    /// 1-based line in `CLAUDE_CMDS.md`, so a decision can say which rule produced it.
+    pub line: usize,
+}
+
+impl Entry {
+    /// The rule's name for decisions and audit rows: ``CLAUDE_CMDS.md:23 `git push --force *` ``.
+    pub fn rule(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{FILE_NAME}:{} `{}`", self.line, self.pattern)
+    }
+}
+
+/// A parsed tier map. Not yet trusted: only [`super::verify`] makes a [`super::VerifiedMap`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TierMap {
+    /// `revision:` from the front matter; must grow with every signed map (replay protection).
+    pub revision: u64,
+    /// `project:` from the front matter, informational (shown by `cmdgate status`).
+    pub project: Option<String>,
+    /// `description:` from the front matter, informational.
+    pub description: Option<String>,
+    /// Every entry of every tier, in file order.
+    entries: Vec<Entry>,
+}
+
+impl TierMap {
+    /// Every entry, in file order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.entries
+    }
+
+    /// The entries of one tier, in file order.
+    pub fn entries_in(&self, tier: Tier) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().filter(move |e| e.tier == tier)
+    }
+
+    /// The strictest tier with an entry matching `argv`, and the first such entry in file order.
+    ///
+    /// Tiers are tried deny, ask, sandbox, read: if `git push --force x` matches both
+    /// `git push *` (ask) and `git push --force *` (deny), it is denied. Entries of the restricting
+    /// tiers (ask, deny) also match when `argv[0]` is a path to the command (`/bin/rm`); read and
+    /// sandbox entries need the exact command word, so `./git status` is never `git status *`.
+    pub fn classify(&self, argv: &[&str]) -> Option<(Tier, &Entry)> {
+        for tier in [Tier::Deny, Tier::Ask, Tier::Sandbox, Tier::Read] {
+            let restricting = tier >= Tier::Ask;
+            for e in self.entries_in(tier) {
+                let hit = if restricting {
+                    e.pattern.matches_any_command_path(argv)
+                } else {
+                    e.pattern.matches(argv)
+                };
+                if hit {
+                    return Some((tier, e));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Parses a whole `CLAUDE_CMDS.md`. A signature trailer on the last line is ignored here (checking
+/// it is [`super::verify`]'s job); a trailer anywhere else is an error. Returns every diagnostic,
+/// in line order, if there is any.
+pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
+    let mut p = Parser { diags: Vec::new() };
+    if text.len() > MAX_MAP_BYTES {
+        p.err(
+            0,
+            format!(
+                "tier map is {} bytes, more than the limit of {MAX_MAP_BYTES}",
+                text.len()
+            ),
+        );
+        return Err(p.diags);
+    }
+    let all = lines(text);
+    let body_end = p.check_trailers(&all);
+    let lines = &all[..body_end];
+
+    if lines.first().is_some_and(|l| l.starts_with('\u{feff}')) {
+        p.err(
+            1,
+            "the file starts with a byte order mark; save it as UTF-8 without one",
+        );
+    }
+    let (front, body_start) = p.front_matter(lines);
+    let entries = match body_start {
+        Some(start) => p.body(lines, start),
+        None => Vec::new(),
+    };
+    if p.diags.is_empty() {
+        if let Some(revision) = front.revision {
+            return Ok(TierMap {
+                revision,
+                project: front.project,
+                description: front.description,
+                entries,
+            });
+        }
+    }
+    p.diags.sort_by_key(|d| d.line);
+    Err(p.diags)
+}
+
+#[derive(Default)]
+struct FrontMatter {
+    revision: Option<u64>,
+    project: Option<String>,
+    description: Option<String>,
+}
+
+#[derive(Clone, Copy)]
+enum Section {
+    /// Before any tier heading, or under a heading that is not a tier.
+    Prose,
+    /// Under `## Tier N — name`.
+    Tier(Tier),
+    /// Under a heading that tried to be a tier and failed: its entries are not reported again.
+    Broken,
+}
+
+struct Parser {
+    diags: Vec<Diagnostic>,
+}
+
+impl Parser {
+    fn err(&mut self, line: usize, message: impl Into<String>) {
+        self.diags.push(Diagnostic::new(FILE_NAME, line, message));
+    }
+
+    /// Reports misplaced or duplicated trailers; returns how many lines form the body (the file
+    /// without its final trailer and the empty lines around it).
+    fn check_trailers(&mut self, lines: &[&str]) -> usize {
+        let end = body_len(lines);
+        // The designated trailer: the last non-empty line, if it looks like one (every non-empty
+        // line at or after `end` does).
+        let designated = lines
+            .iter()
+            .rposition(|l| !l.is_empty())
+            .filter(|&i| i >= end);
+        for (i, l) in lines.iter().enumerate() {
+            if !is_trailer_like(l) || Some(i) == designated {
+                continue;
+            }
+            match designated {
+                Some(d) => self.err(
+                    i + 1,
+                    format!(
+                        "duplicate signature trailer (the trailer is on line {})",
+                        d + 1
+                    ),
+                ),
+                None => self.err(i + 1, "the signature trailer must be the last line"),
+            }
+        }
+        // Trailer-like lines before `end` were reported above; the body stops at `end` either way.
+        end
+    }
+
+    /// Parses the `---` block. Returns the values and the index of the first body line, or `None`
+    /// when the block is not closed (the rest of the file cannot be told apart from it).
+    fn front_matter(&mut self, lines: &[&str]) -> (FrontMatter, Option<usize>) {
+        let mut fm = FrontMatter::default();
+        let first = lines.first().map(|l| l.trim_start_matches('\u{feff}'));
+        if first != Some("---") {
+            self.err(1, "missing front matter: the file must start with a `---` line, then `revision: N`, then `---`");
+            return (fm, Some(0));
+        }
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (i, &line) in lines.iter().enumerate().skip(1) {
+            let ln = i + 1;
+            if line == "---" {
+                if fm.revision.is_none() && !seen.contains_key("revision") {
+                    self.err(1, "missing `revision:` in the front matter");
+                }
+                return (fm, Some(i + 1));
+            }
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                continue;
+            }
+            let Some((key, value)) = line.split_once(':') else {
+                self.err(
+                    ln,
+                    format!("expected `key: value` in the front matter, found `{t}`"),
+                );
+                continue;
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if let Some(first) = seen.get(key) {
+                self.err(
+                    ln,
+                    format!("duplicate front-matter key `{key}` (first on line {first})"),
+                );
+                continue;
+            }
+            seen.insert(key, ln);
+            match key {
+                "revision" => match parse_revision(value) {
+                    Ok(r) => fm.revision = Some(r),
+                    Err(m) => self.err(ln, m),
+                },
+                "project" | "description" if value.is_empty() => self.err(
+                    ln,
+                    format!("`{key}:` has an empty value; give one or remove the line"),
+                ),
+                "project" => fm.project = Some(value.to_owned()),
+                "description" => fm.description = Some(value.to_owned()),
+                _ => self.err(
+                    ln,
+                    format!(
+                        "unknown front-matter key `{key}` (known: revision, project, description)"
+                    ),
+                ),
+            }
+        }
+        self.err(
+            1,
+            "the front matter is not closed: add a `---` line after it",
+        );
+        (fm, None)
+    }
+
+    fn body(&mut self, lines: &[&str], start: usize) -> Vec<Entry> {
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut section = Section::Prose;
+        let mut tier_lines: HashMap<Tier, usize> = HashMap::new();
+        let mut patterns: HashMap<String, (Tier, usize)> = HashMap::new();
+        // (marker char, marker length, line it opened on)
+        let mut fence: Option<(char, usize, usize)> = None;
+        // What the previous line was, for lazy continuations and setext underlines.
+        let mut prev = Prev::Blank;
+
+        for (i, &line) in lines.iter().enumerate().skip(start) {
+            let ln = i + 1;
+            let t = line.trim_start();
+            let indent = line.len() - t.len();
+
+            if let Some((c, n, _)) = fence {
+                let run = t.chars().take_while(|&x| x == c).count();
+                if run >= n && t[run * c.len_utf8()..].trim().is_empty() {
+                    fence = None;
+                }
+                prev = Prev::Blank;
+                continue;
+            }
+            if let Some(c) = ['`', '~']
+                .into_iter()
+                .find(|&c| t.starts_with(&format!("{c}{c}{c}")))
+            {
+                let n = t.chars().take_while(|&x| x == c).count();
+                fence = Some((c, n, ln));
+                prev = Prev::Blank;
+                continue;
+            }
+            if t.is_empty() {
+                prev = Prev::Blank;
+                continue;
+            }
+            if line.contains("<!--") {
+                self.err(
+                    ln,
+                    "html comments are not allowed: they hide text from the rendered view",
+                );
+                prev = Prev::Prose;
+                continue;
+            }
+            if line.contains('\r') {
+                self.err(
+                    ln,
+                    "carriage return inside a line; use LF or CRLF line endings only",
+                );
+            }
+            if !indent_is_code(line) && t.starts_with('#') {
+                let level = t.chars().take_while(|&c| c == '#').count();
+                let rest = &t[level..];
+                if level <= 6 && (rest.is_empty() || rest.starts_with([' ', '\t'])) {
+                    let title = rest.trim();
+                    match level {
+                        1 => section = Section::Prose,
+                        2 => section = self.section_heading(ln, title, &mut tier_lines),
+                        _ => {}
+                    }
+                    prev = Prev::Blank;
+                    continue;
+                }
+            }
+            if matches!(prev, Prose) && is_setext_underline(t) && !indent_is_code(line) {
+                self.err(ln, "setext headings (text underlined with `===` or `---`) are not supported; write `## Heading`");
+                prev = Prev::Blank;
+                continue;
+            }
+            let item = list_item(t);
+            match (section, item) {
+                (Section::Tier(tier), Some(content)) => {
+                    if indent > 0 {
+                        self.err(ln, "entries must start at the beginning of the line (nested lists are not entries)");
+                    } else if let Some(entry) = self.entry(ln, tier, content) {
+                        let key = entry.pattern.as_str().to_owned();
+                        if let Some(&(t0, l0)) = patterns.get(&key) {
+                            self.err(
+                                ln,
+                                format!("`{key}` is already listed in {t0} on line {l0}"),
+                            );
+                        } else {
+                            patterns.insert(key, (tier, ln));
+                            entries.push(entry);
+                        }
+                    }
+                    prev = Prev::Entry;
+                }
+                (Section::Tier(_), None) => {
+                    if matches!(prev, Prev::Entry) {
+                        self.err(
+                            ln,
+                            "an entry must fit on one line; leave a blank line before prose",
+                        );
+                    } else if matches!(prev, Prev::Blank) && t.starts_with('`') {
+                        // A paragraph that starts with a code span reads as an entry that lost its
+                        // `- `; continuation lines of prose may start with one freely.
+                        self.err(ln, "an entry must be a list item: start the line with `- `");
+                    }
+                    prev = Prev::Prose;
+                }
+                (Section::Prose, Some(content)) => {
+                    if content.starts_with('`') {
+                        self.err(ln, "entry outside a tier section: put it under a `## Tier N — name` heading");
+                    }
+                    prev = Prev::Prose;
+                }
+                (Section::Prose | Section::Broken, _) => prev = Prev::Prose,
+            }
+        }
+        if let Some((c, _, opened)) = fence {
+            self.err(
+                opened,
+                format!("code fence `{c}{c}{c}` opened here is never closed"),
+            );
+        }
+        entries
+    }
+
+    fn section_heading(
+        &mut self,
+        ln: usize,
+        title: &str,
+        seen: &mut HashMap<Tier, usize>,
+    ) -> Section {
+        let first_word = title.split_whitespace().next().unwrap_or("");
+        if !first_word.eq_ignore_ascii_case("tier") {
+            return Section::Prose;
+        }
+        match parse_tier_heading(title) {
+            Ok(tier) => {
+                if let Some(first) = seen.get(&tier) {
+                    self.err(
+                        ln,
+                        format!("second `{tier}` section (the first is on line {first})"),
+                    );
+                    return Section::Broken;
+                }
+                seen.insert(tier, ln);
+                Section::Tier(tier)
+            }
+            Err(m) => {
+                self.err(ln, m);
+                Section::Broken
+            }
+        }
+    }
+
+    fn entry(&mut self, ln: usize, tier: Tier, content: &str) -> Option<Entry> {
+        let Some(after_tick) = content.strip_prefix('`') else {
+            self.err(ln, "a list item in a tier section must be an entry: a pattern in backticks, like - `cargo build *`");
+            return None;
+        };
+        if after_tick.starts_with('`') {
+            self.err(ln, "write the pattern in single backticks");
+            return None;
+        }
+        let Some(close) = after_tick.find('`') else {
+            self.err(ln, "the pattern's closing backtick is missing");
+            return None;
+        };
+        let pattern_text = &after_tick[..close];
+        let rest = &after_tick[close + 1..];
+        let pattern = match Pattern::parse(pattern_text) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                self.err(ln, format!("malformed pattern `{pattern_text}`: {e}"));
+                None
+            }
+        };
+        let options = self.options(ln, tier, rest);
+        Some(Entry {
+            tier,
+            pattern: pattern?,
+            options: options?,
+            line: ln,
+        })
+    }
+
+    fn options(&mut self, ln: usize, tier: Tier, rest: &str) -> Option<SandboxOptions> {
+        let mut o = SandboxOptions::default();
+        if rest.trim().is_empty() {
+            return Some(o);
+        }
+        let r = rest.trim_start();
+        let after_sep = (rest.len() > r.len())
+            .then(|| ["—", "–", "--", "-"].iter().find_map(|s| r.strip_prefix(s)))
+            .flatten()
+            .filter(|a| a.starts_with([' ', '\t']));
+        let Some(list) = after_sep else {
+            self.err(ln, "after the pattern, write ` — ` and then options, like `- `cargo test *` — timeout=300s, network`");
+            return None;
+        };
+        if tier != Tier::Sandbox {
+            self.err(
+                ln,
+                format!("options apply only to tier 1 (sandbox) entries, not to {tier}"),
+            );
+            return None;
+        }
+        let before = self.diags.len();
+        let mut seen: Vec<&str> = Vec::new();
+        for opt in list.split(',').map(str::trim) {
+            let (name, value) = match opt.split_once('=') {
+                Some((n, v)) => (n.trim(), Some(v.trim())),
+                None => (opt, None),
+            };
+            if opt.is_empty() {
+                self.err(ln, "empty option (a stray comma?)");
+                continue;
+            }
+            if name != "write" && seen.contains(&name) {
+                self.err(ln, format!("option `{name}` given twice"));
+                continue;
+            }
+            seen.push(name);
+            match (name, value) {
+                ("network", None) => o.network = true,
+                ("edit-tracked", None) => o.edit_tracked = true,
+                ("timeout", Some(v)) => match parse_timeout(v) {
+                    Ok(d) => o.timeout = Some(d),
+                    Err(m) => self.err(ln, m),
+                },
+                ("write", Some(v)) => match check_write_path(v) {
+                    Ok(()) if o.extra_writable.iter().any(|p| p == v) => {
+                        self.err(ln, format!("`write={v}` given twice"))
+                    }
+                    Ok(()) => o.extra_writable.push(v.to_owned()),
+                    Err(m) => self.err(ln, m),
+                },
+                ("network" | "edit-tracked", Some(_)) => {
+                    self.err(ln, format!("option `{name}` takes no value"))
+                }
+                ("timeout" | "write", None) => {
+                    self.err(ln, format!("option `{name}` needs a value: `{name}=...`"))
+                }
+                _ => self.err(
+                    ln,
+                    format!("unknown option `{opt}` (known: timeout=<N>s, network, write=<path>, edit-tracked)"),
+                ),
+            }
+        }
+        (self.diags.len() == before).then_some(o)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Prev {
+    Blank,
+    Prose,
+    Entry,
+}
+use Prev::Prose;
+
+/// Four or more leading spaces (or a tab) make an indented code block in Markdown.
+fn indent_is_code(line: &str) -> bool {
+    line.starts_with('\t') || line.starts_with("    ")
+}
+
+fn is_setext_underline(t: &str) -> bool {
+    let t = t.trim_end();
+    !t.is_empty() && (t.chars().all(|c| c == '=') || t.chars().all(|c| c == '-'))
+}
+
+/// The content of a list item (`- x`, `* x`, `+ x`, `1. x`, `1) x`), if the line is one.
+fn list_item(t: &str) -> Option<&str> {
+    let digits = t.chars().take_while(char::is_ascii_digit).count();
+    let marker_len = if digits > 0 && digits <= 9 && t[digits..].starts_with(['.', ')']) {
+        digits + 1
+    } else if t.starts_with(['-', '*', '+']) {
+        1
+    } else {
+        return None;
+    };
+    let rest = &t[marker_len..];
+    if rest.is_empty() {
+        Some("")
+    } else if rest.starts_with([' ', '\t']) {
+        Some(rest.trim_start())
+    } else {
+        None
+    }
+}
+
+fn parse_revision(v: &str) -> Result<u64, String> {
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "`revision:` must be a positive whole number, found `{v}`"
+        ));
+    }
+    if v.bytes().all(|b| b == b'0') {
+        return Err("`revision:` must be at least 1".to_owned());
+    }
+    if v.starts_with('0') {
+        return Err(format!(
+            "`revision:` must not have leading zeros, found `{v}`"
+        ));
+    }
+    v.parse::<u64>()
+        .map_err(|_| format!("`revision:` {v} is too large"))
+}
+
+fn parse_timeout(v: &str) -> Result<Duration, String> {
+    let bad = || format!("`timeout={v}` is not a duration like `90s` or `10m`");
+    let (num, mult) = if let Some(n) = v.strip_suffix('s') {
+        (n, 1)
+    } else if let Some(n) = v.strip_suffix('m') {
+        (n, 60)
+    } else {
+        return Err(bad());
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) || num.len() > 6 {
+        return Err(bad());
+    }
+    let secs = num.parse::<u64>().map_err(|_| bad())? * mult;
+    if secs == 0 || secs > MAX_TIMEOUT.as_secs() {
+        return Err(format!(
+            "`timeout={v}` must be between 1s and {}s",
+            MAX_TIMEOUT.as_secs()
+        ));
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+fn check_write_path(v: &str) -> Result<(), String> {
+    let rel = if let Some(r) = v.strip_prefix("~/") {
+        r
+    } else if let Some(r) = v.strip_prefix('/') {
+        r
+    } else {
+        return Err(format!(
+            "`write={v}` must be an absolute path or start with `~/`"
+        ));
+    };
+    if rel.trim_matches('/').is_empty() {
+        return Err(format!(
+            "`write={v}` would make a whole tree writable; name a directory inside it"
+        ));
+    }
+    if v.chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '*')
+    {
+        return Err(format!(
+            "`write={v}` must not contain spaces, control characters or `*`"
+        ));
+    }
+    if rel.split('/').any(|c| c == ".." || c == ".") {
+        return Err(format!(
+            "`write={v}` must not contain `.` or `..` components"
+        ));
+    }
+    Ok(())
+}
+
+/// `Tier 2 — ask` (case-insensitive; separator `—`, `–`, `-` or `:`) ⇒ the tier.
+fn parse_tier_heading(title: &str) -> Result<Tier, String> {
+    let help = "write tier headings as `## Tier 0 — read`, `## Tier 1 — sandbox`, `## Tier 2 — ask`, `## Tier 3 — deny`";
+    let rest = title[4..].trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Some(tier) = digits
+        .parse::<u8>()
+        .ok()
+        .and_then(Tier::from_number)
+        .filter(|_| digits.len() == 1)
+    else {
+        return Err(format!("unrecognised tier heading `## {title}`: {help}"));
+    };
+    let after = rest[digits.len()..].trim_start();
+    let name = ["—", "–", "-", ":"]
+        .iter()
+        .find_map(|s| after.strip_prefix(s))
+        .map(str::trim);
+    match name {
+        Some(n) if n.eq_ignore_ascii_case(tier.name()) => Ok(tier),
+        Some(n) if !n.is_empty() => Err(format!(
+            "tier {} is named `{}`, not `{n}`: {help}",
+            tier.number(),
+            tier.name()
+        )),
+        _ => Err(format!("unrecognised tier heading `## {title}`: {help}")),
+    }
+}

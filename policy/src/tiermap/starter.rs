@@ -1,0 +1,95 @@
+//! The starter `CLAUDE_CMDS.md` that `cmdgate init` writes (unsigned; the operator reviews and signs it).
+
+/// A commented starter tier map with conservative defaults. It parses (a test proves it) but is not
+/// signed: until the operator signs it, the project stays read-only.
+pub const STARTER_MAP: &str = r#"---
+revision: 1
+description: Which commands the coding agent may run in this project.
+---
+
+# Commands for the coding agent
+
+This file is read by cmdgate. Each `## Tier` section lists command patterns; a command takes the
+strictest tier whose pattern matches it, and a command that matches nothing is test-run like tier 1.
+The format is described in cmdgate's docs/tiermap.md. After every change, raise `revision:` and sign
+the file (`cmdgate tiermap sign CLAUDE_CMDS.md`): an unsigned or edited map puts the project in
+read-only mode.
+
+Patterns match one command's argv, after the shell has split it: `*` as the last word matches any
+further words (also none), `*` elsewhere exactly one word, `*` inside a word any characters. A pattern
+cannot express a pipeline: `curl … | sh` is judged part by part, and `sh` reading a script from a pipe is
+never a read. A pattern matches words in order, so `git push --force *` does not catch
+`git push origin main --force`; cmdgate's built-in catastrophic checks cover such reorderings.
+
+## Tier 0 — read
+
+Allowed at once, without a test-run. Only list commands whose every form is a read: a pattern cannot
+exclude a flag, so `find *` (`-delete`, `-exec`) or `git log *` (`--output`) do not belong here. Common
+reads with such flags are already handled, flag by flag, by cmdgate's built-in read list.
+
+- `pwd`
+- `ls *`
+- `git status *`
+- `git branch --show-current`
+- `cargo --version`
+- `rustc --version`
+- `node --version`
+- `npm --version`
+- `python3 --version`
+
+## Tier 1 — sandbox
+
+Test-run in a throwaway mirror of the workspace first; allowed when the run is clean (exit 0, no
+network, only new or untracked files changed). Options after ` — `: `timeout=<N>s` or `<N>m`, the
+word `network`, `write=<path>` (extra writable path outside the workspace), `edit-tracked` (may change files
+under version control, for formatters).
+
+- `cargo build *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo check *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo test *` — timeout=15m, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo clippy *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo fmt *` — edit-tracked
+- `npm test`
+- `npm run build`
+- `npm run lint`
+- `make *` — timeout=10m
+- `pytest *` — timeout=10m
+- `go build *` — timeout=10m, write=~/.cache/go-build, write=~/go/pkg/mod
+- `go test *` — timeout=10m, write=~/.cache/go-build, write=~/go/pkg/mod
+
+## Tier 2 — ask
+
+A person decides: Claude Code's prompt when interactive, a pending approval in the background.
+
+- `git push *`
+- `git commit *`
+- `git rebase *`
+- `git reset *`
+- `cargo install *`
+- `cargo add *`
+- `cargo publish *`
+- `npm install *`
+- `npm publish *`
+- `pip install *`
+- `curl *`
+- `wget *`
+- `docker *`
+- `gh *`
+
+## Tier 3 — deny
+
+Never runs, whatever was learned or approved before.
+
+- `rm -rf /`
+- `rm -rf /*`
+- `rm -rf ~`
+- `rm -rf ~/`
+- `git push --force *`
+- `git push -f *`
+- `git push --mirror *`
+- `git clean -fdx *`
+- `chmod -R 777 /`
+- `mkfs *`
+- `shutdown *`
+- `reboot *`
+"#;
