@@ -275,7 +275,7 @@ impl PinnedKeys {
 pub(crate) fn decode_public_key(b64: &str) -> Result<VerifyingKey, String> {
     let bytes = STANDARD
         .decode(b64)
-        .map_err(|e| format!("public key is not standard base64: {e}"))?;
+        .map_err(|_| "public key is not standard base64 (with `=` padding)".to_owned())?;
     let bytes: [u8; 32] = bytes
         .try_into()
         .map_err(|b: Vec<u8>| format!("public key is {} bytes, an ed25519 key is 32", b.len()))?;

@@ -26,7 +26,7 @@ pub use parse::{parse, Entry, SandboxOptions, TierMap, MAX_MAP_BYTES, MAX_TIMEOU
 pub use pattern::{Pattern, PatternError, PatternWord};
 pub use starter::STARTER_MAP;
 pub use verify::{
-    attach_signature, check_revision, sign, ReplayError, SeenRevision, Snapshot, Trailer,
+    attach_signature, check_revision, sign, verify, ReplayError, SeenRevision, Snapshot, Trailer,
     TrailerError, VerifiedMap, VerifyError, TRAILER_PREFIX, TRAILER_SUFFIX,
 };
 

@@ -236,6 +236,13 @@ impl Parser {
             if t.is_empty() || t.starts_with('#') {
                 continue;
             }
+            if line.contains('\r') {
+                self.err(
+                    ln,
+                    "carriage return inside a line; use LF or CRLF line endings only",
+                );
+                continue;
+            }
             let Some((key, value)) = line.split_once(':') else {
                 self.err(
                     ln,
@@ -314,6 +321,11 @@ impl Parser {
                 prev = Prev::Blank;
                 continue;
             }
+            if is_trailer_like(line) {
+                // Reported by check_trailers already.
+                prev = Prev::Prose;
+                continue;
+            }
             if line.contains("<!--") {
                 self.err(
                     ln,
@@ -327,6 +339,8 @@ impl Parser {
                     ln,
                     "carriage return inside a line; use LF or CRLF line endings only",
                 );
+                prev = Prev::Prose;
+                continue;
             }
             if !indent_is_code(line) && t.starts_with('#') {
                 let level = t.chars().take_while(|&c| c == '#').count();
@@ -388,11 +402,8 @@ impl Parser {
                 (Section::Prose | Section::Broken, _) => prev = Prev::Prose,
             }
         }
-        if let Some((c, _, opened)) = fence {
-            self.err(
-                opened,
-                format!("code fence `{c}{c}{c}` opened here is never closed"),
-            );
+        if let Some((_, _, opened)) = fence {
+            self.err(opened, "the code fence opened here is never closed");
         }
         entries
     }

@@ -96,7 +96,7 @@ fn split_vault_signature(sig: &str) -> Result<(u32, &str), TrailerError> {
 fn decode_signature(b64: &str) -> Result<Signature, String> {
     let bytes = STANDARD
         .decode(b64)
-        .map_err(|e| format!("signature is not standard base64: {e}"))?;
+        .map_err(|_| "signature is not standard base64 (with `=` padding)".to_owned())?;
     let bytes: [u8; 64] = bytes.try_into().map_err(|b: Vec<u8>| {
         format!("signature is {} bytes, an ed25519 signature is 64", b.len())
     })?;
