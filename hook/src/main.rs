@@ -1,20 +1,136 @@
-//! cmdgate-hook: Claude Code's PreToolUse/PostToolUse hook. Until the real hook lands it answers
-//! every PreToolUse with a deny, so an early install can never fail open.
+//! cmdgate-hook: Claude Code's PreToolUse/PostToolUse/PostToolUseFailure hook. Reads are allowed
+//! locally; everything else is one round trip to cmdgated; every error, panic or overrun of the
+//! internal deadline still ends in a printed deny and exit 0 (see DESIGN.md, "The hook").
+//!
+//! Raw stdin → [`input::parse_call`] (validated [`input::HookCall`]) → [`gate::handle`] → one
+//! [`output::Answer`] printed by [`output::emit`], then the spool is written.
 
+mod bash;
+#[expect(dead_code, reason = "argv checks are wired in with the shell analyzer")]
+mod catastrophic;
+mod client;
+mod config;
+mod gate;
+mod input;
+mod output;
+mod reads;
+mod secrets;
+mod spool;
+
+use std::ffi::OsString;
 use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use cmdgate_policy::wire::SpoolEntry;
+
+use crate::config::{Config, DEFAULT_DEADLINE};
+use crate::output::Answer;
 
 fn main() -> ExitCode {
-    let answer = serde_json::json!({
-        "hookSpecificOutput": {
-            "hookEventName": "PreToolUse",
-            "permissionDecision": "deny",
-            "permissionDecisionReason": "cmdgate-hook: this build has no decision logic yet; denying (fail-closed)",
+    let started = Instant::now();
+    // A panic anywhere (logic, watchdog, a library) prints the fail-closed answer and exits 0 from
+    // inside the panic hook, before unwinding or aborting could turn it into an exit code that
+    // Claude Code reads as "no decision".
+    panic::set_hook(Box::new(|info| {
+        let _ = writeln!(std::io::stderr(), "cmdgate-hook: internal error: {info}");
+        output::emit(&output::fail_closed("the hook hit an internal error"));
+        std::process::exit(0);
+    }));
+
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let config = Config::load(|k| std::env::var_os(k), &args, |p| p.exists());
+    let budget = config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline);
+    let deadline = started + budget;
+    start_watchdog(budget);
+
+    let (answer, spool) =
+        match panic::catch_unwind(AssertUnwindSafe(|| run(config.as_ref(), deadline))) {
+            Ok(done) => done,
+            Err(_) => (output::fail_closed("the hook hit an internal error"), None),
+        };
+    let wrote = output::emit(&answer);
+    if let Some((dir, entries)) = spool {
+        for entry in entries {
+            if let Err(e) = spool::append(&dir, entry) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "cmdgate-hook: spool {}: {e}",
+                    dir.display()
+                );
+            }
         }
-    });
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "{answer}").is_err() {
-        return ExitCode::from(2);
     }
-    ExitCode::SUCCESS
+    match (wrote, &answer) {
+        // stdout is gone: for a decision, exit 2 makes Claude Code block the call (stderr goes to
+        // the model) instead of reading "no output" as "no decision".
+        (output::Emitted::Failed, Answer::Decision { .. } | Answer::StepAside { .. }) => {
+            ExitCode::from(2)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+/// Prints the fail-closed answer and exits 0 once `budget` has passed, whatever the main thread is
+/// doing (blocked on stdin, on connect, on a slow disk, or looping).
+fn start_watchdog(budget: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(budget);
+            let ms = budget.as_millis();
+            output::emit(&output::fail_closed(&format!(
+                "it did not finish within its {ms} ms deadline"
+            )));
+            std::process::exit(0);
+        });
+    if spawned.is_err() {
+        // No thread, no deadline: refuse rather than run unbounded.
+        output::emit(&output::fail_closed(
+            "it could not start its deadline watchdog",
+        ));
+        std::process::exit(0);
+    }
+}
+
+/// Everything between stdin and the answer. Returns the answer and the spool entries to write.
+fn run(
+    config: Result<&Config, &String>,
+    deadline: Instant,
+) -> (Answer, Option<(std::path::PathBuf, Vec<SpoolEntry>)>) {
+    let bytes = match input::read_bounded(std::io::stdin().lock()) {
+        Ok(b) => b,
+        Err(e) => return (output::fail_closed(&e.to_string()), None),
+    };
+    let call = match input::parse_call(&bytes) {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(event) = input::sniff_event(&bytes) {
+                output::set_event(event);
+            }
+            return (output::fail_closed(&e.to_string()), None);
+        }
+    };
+    output::set_event(call.event);
+    // Fault injection for the tests of the panic path; compiled out of release builds.
+    #[cfg(debug_assertions)]
+    if std::env::var_os("CMDGATE_HOOK_FAULT").is_some_and(|v| v == "panic") {
+        panic!("injected fault (CMDGATE_HOOK_FAULT=panic)");
+    }
+    let cfg = match config {
+        Ok(c) => c,
+        Err(e) => {
+            return (
+                output::fail_closed(&format!("its configuration is unusable: {e}")),
+                None,
+            )
+        }
+    };
+    let plan = gate::handle(&call, cfg, deadline);
+    let spool = match (&cfg.spool_dir, plan.spool.is_empty()) {
+        (Some(dir), false) => Some((dir.clone(), plan.spool)),
+        _ => None,
+    };
+    (plan.answer, spool)
 }

@@ -1,0 +1,381 @@
+//! What the hook does with one validated call: the fast path for reads, the round trip to the daemon
+//! for everything else, the escape hatch, and outcome reports for the Post events. Returns the answer
+//! and the spool entries to write after it; it never prints.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use cmdgate_policy::wire::{
+    DecideRequest, DecideResponse, HookEvent, OutcomeReport, Source, SpoolEntry, Verdict,
+    DECIDE_PATH, MAX_ERROR_CHARS, MAX_RESPONSE_BYTES, OUTCOME_PATH, WIRE_VERSION,
+};
+use serde_json::Value;
+
+use crate::client::{self, ClientError};
+use crate::config::Config;
+use crate::input::HookCall;
+use crate::output::Answer;
+use crate::reads::{self, Local};
+
+/// The answer, and what to append to the spool once it is printed.
+#[derive(Debug)]
+pub struct Plan {
+    pub answer: Answer,
+    pub spool: Vec<SpoolEntry>,
+}
+
+/// How much earlier than the watchdog the daemon round trip gives up, so its denial (which names
+/// the daemon) wins over the watchdog's generic one.
+const CLIENT_MARGIN: Duration = Duration::from_millis(30);
+
+/// Handles one call.
+pub fn handle(call: &HookCall, cfg: &Config, deadline: Instant) -> Plan {
+    match call.event {
+        HookEvent::PreToolUse => pre_tool_use(call, cfg, deadline),
+        HookEvent::PostToolUse | HookEvent::PostToolUseFailure => post_tool_use(call, cfg),
+    }
+}
+
+/// A one-line description of the call for reasons: the command, the file, or the tool.
+pub fn summary(call: &HookCall) -> String {
+    let input = &call.tool_input;
+    let text = match (
+        call.tool_name.as_str(),
+        input.get("command"),
+        input.get("file_path"),
+    ) {
+        ("Bash", Some(Value::String(c)), _) => format!("`{c}`"),
+        (tool, _, Some(Value::String(p))) => format!("{tool} of {p}"),
+        (tool, _, _) => match input.get("path").or_else(|| input.get("pattern")) {
+            Some(Value::String(p)) => format!("{tool} {p}"),
+            _ => tool.to_string(),
+        },
+    };
+    truncate(&text, 300)
+}
+
+fn truncate(s: &str, max_chars: usize) -> String {
+    if s.chars().count() <= max_chars {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max_chars).collect();
+    out.push('…');
+    out
+}
+
+fn pre_tool_use(call: &HookCall, cfg: &Config, deadline: Instant) -> Plan {
+    let project_dir = cfg.project_dir.clone().unwrap_or_else(|| call.cwd.clone());
+    let local = reads::classify(call, cfg, Path::new(&project_dir));
+
+    if let Some(hatch) = &cfg.escape_hatch {
+        return escape_hatch(call, hatch, local);
+    }
+
+    match local {
+        Local::Read {
+            rule,
+            tiermap_revision,
+        } => Plan {
+            answer: Answer::Decision {
+                verdict: Verdict::Allow,
+                reason: format!("cmdgate: a read ({rule}), allowed by the hook"),
+                system_message: None,
+            },
+            spool: vec![SpoolEntry::LocalAllow {
+                agent: call.agent.clone(),
+                tool_use_id: call.tool_use_id.clone(),
+                cwd: call.cwd.clone(),
+                project_dir,
+                tool_name: call.tool_name.clone(),
+                tool_input: call.tool_input.clone(),
+                rule,
+                tiermap_revision,
+            }],
+        },
+        Local::Catastrophic(_) | Local::Unanalyzable(_) | Local::Route(_) => {
+            let note = local.note();
+            Plan {
+                answer: ask_daemon(call, cfg, project_dir, note, deadline),
+                spool: Vec::new(),
+            }
+        }
+    }
+}
+
+fn escape_hatch(call: &HookCall, hatch: &str, local: Local) -> Plan {
+    let (answer, verdict) = match &local {
+        Local::Catastrophic(why) => (
+            Answer::Decision {
+                verdict: Verdict::Deny,
+                reason: format!(
+                    "cmdgate denied {}: {why}. This is on cmdgate's catastrophic list, which the \
+                     operator's escape hatch does not lift. Do not retry it in another form.",
+                    summary(call)
+                ),
+                system_message: Some(format!(
+                    "cmdgate escape hatch is active ({hatch}) but a catastrophic command was still denied: {why}"
+                )),
+            },
+            Some(Verdict::Deny),
+        ),
+        Local::Unanalyzable(why) => (
+            Answer::Decision {
+                verdict: Verdict::Ask,
+                reason: format!(
+                    "cmdgate's escape hatch is active, but {} could not be analysed ({why}), so it \
+                     cannot be shown not to be catastrophic: a person must confirm it.",
+                    summary(call)
+                ),
+                system_message: Some(format!("cmdgate escape hatch is active ({hatch})")),
+            },
+            Some(Verdict::Ask),
+        ),
+        Local::Read { .. } | Local::Route(_) => (
+            Answer::StepAside {
+                system_message: format!(
+                    "⚠ cmdgate ESCAPE HATCH ACTIVE ({hatch}): cmdgate is not deciding this call; \
+                     Claude Code's own permission rules apply. Only catastrophic commands are still denied."
+                ),
+            },
+            None,
+        ),
+    };
+    let spool = vec![SpoolEntry::EscapeHatch {
+        agent: call.agent.clone(),
+        tool_use_id: call.tool_use_id.clone(),
+        cwd: call.cwd.clone(),
+        tool_name: call.tool_name.clone(),
+        tool_input: call.tool_input.clone(),
+        reason: hatch.to_string(),
+        verdict,
+    }];
+    Plan { answer, spool }
+}
+
+const ONLY_READS: &str = "Without the daemon only reads run: ls, cat, head, grep, find without \
+    -exec/-delete, git status/log/diff/show, and the Read/Glob/Grep/LS tools outside secret paths.";
+
+fn daemon_down_reason(call: &HookCall, cfg: &Config, err: &ClientError) -> String {
+    let socket = cfg.socket.display();
+    let what = match err {
+        ClientError::Connect(e) => {
+            format!("the cmdgate daemon is not running (cannot connect to {socket}: {e})")
+        }
+        ClientError::Timeout => format!("the cmdgate daemon at {socket} did not answer in time"),
+        ClientError::Io(_) | ClientError::Malformed(_) => {
+            format!("the cmdgate daemon at {socket} gave no usable answer ({err})")
+        }
+    };
+    format!(
+        "cmdgate denied {}: {what}, and this call is not a read the hook may allow by itself. \
+         Nothing was run. {ONLY_READS} Do not try to work around this; tell the user to start the \
+         daemon with `cmdgate up` (or `systemctl --user start cmdgated`), then retry.",
+        summary(call)
+    )
+}
+
+fn ask_daemon(
+    call: &HookCall,
+    cfg: &Config,
+    project_dir: String,
+    note: String,
+    deadline: Instant,
+) -> Answer {
+    let request = DecideRequest {
+        v: WIRE_VERSION,
+        event: HookEvent::PreToolUse,
+        agent: call.agent.clone(),
+        tool_use_id: call.tool_use_id.clone(),
+        cwd: call.cwd.clone(),
+        project_dir,
+        tool_name: call.tool_name.clone(),
+        tool_input: call.tool_input.clone(),
+        hook_note: Some(note),
+        escape_hatch: None,
+    };
+    let body = match serde_json::to_vec(&request) {
+        Ok(b) => b,
+        Err(e) => {
+            return Answer::deny(format!(
+                "cmdgate denied {}: cannot encode the request ({e})",
+                summary(call)
+            ))
+        }
+    };
+    let client_deadline = deadline.checked_sub(CLIENT_MARGIN).unwrap_or(deadline);
+    let response = match client::post_json(
+        &cfg.socket,
+        DECIDE_PATH,
+        &body,
+        client_deadline,
+        MAX_RESPONSE_BYTES,
+    ) {
+        Ok(r) => r,
+        Err(e) => return Answer::deny(daemon_down_reason(call, cfg, &e)),
+    };
+    if response.status != 200 {
+        let snippet = truncate(&String::from_utf8_lossy(&response.body), 200);
+        return Answer::deny(daemon_down_reason(
+            call,
+            cfg,
+            &ClientError::Malformed(format!("HTTP status {}: {snippet}", response.status)),
+        ));
+    }
+    let decided: DecideResponse = match serde_json::from_slice(&response.body) {
+        Ok(d) => d,
+        Err(e) => {
+            return Answer::deny(daemon_down_reason(
+                call,
+                cfg,
+                &ClientError::Malformed(format!("bad JSON: {e}")),
+            ))
+        }
+    };
+    if decided.v != WIRE_VERSION {
+        return Answer::deny(daemon_down_reason(
+            call,
+            cfg,
+            &ClientError::Malformed(format!(
+                "wire version {} (this hook speaks {WIRE_VERSION})",
+                decided.v
+            )),
+        ));
+    }
+    render_decision(call, &decided)
+}
+
+/// Turns the daemon's decision into Claude Code's answer, with the provenance in the reason.
+pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
+    let mut provenance = d.source.as_str().to_string();
+    if let Some(rule) = &d.rule {
+        provenance.push_str(&format!(", rule {rule}"));
+    }
+    if let Some(rev) = d.tiermap_revision {
+        provenance.push_str(&format!(", tier map revision {rev}"));
+    }
+    if let Some(id) = d.audit_id {
+        provenance.push_str(&format!(", audit #{id}"));
+    }
+    let reason = match d.decision {
+        Verdict::Allow => format!(
+            "cmdgate allowed {} ({provenance}): {}",
+            summary(call),
+            d.reason
+        ),
+        Verdict::Deny => format!(
+            "cmdgate denied {} ({provenance}): {}",
+            summary(call),
+            d.reason
+        ),
+        Verdict::Ask => format!(
+            "cmdgate asks a person to confirm {} ({provenance}): {}",
+            summary(call),
+            d.reason
+        ),
+    };
+    let system_message = match d.source {
+        Source::Breaker => Some("cmdgate's circuit breaker is open: read-only mode".to_string()),
+        Source::HookFastPath
+        | Source::TierRule
+        | Source::Builtin
+        | Source::Learned
+        | Source::Remembered
+        | Source::Sandbox
+        | Source::Human
+        | Source::FailClosed
+        | Source::EscapeHatch => None,
+    };
+    Answer::Decision {
+        verdict: d.decision,
+        reason,
+        system_message,
+    }
+}
+
+/// Parses `Exit code N` out of a Bash failure text.
+fn exit_code_from(error: &str) -> Option<i32> {
+    let rest = &error[error.find("Exit code ")? + "Exit code ".len()..];
+    let digits: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    digits.parse().ok()
+}
+
+/// The outcome report for a Post event.
+pub fn outcome(call: &HookCall) -> OutcomeReport {
+    let post = call.post.clone().unwrap_or(crate::input::PostInfo {
+        tool_response: None,
+        error: None,
+        is_interrupt: None,
+        duration_ms: None,
+    });
+    let success = call.event == HookEvent::PostToolUse;
+    let response_interrupted = post
+        .tool_response
+        .as_ref()
+        .and_then(|r| r.get("interrupted"))
+        .and_then(Value::as_bool);
+    let interrupted = post.is_interrupt.or(response_interrupted).unwrap_or(false);
+    let exit_code = match (&post.error, success, call.tool_name.as_str()) {
+        (Some(e), _, _) => exit_code_from(e),
+        (None, true, "Bash") if !interrupted => Some(0),
+        (None, _, _) => None,
+    };
+    OutcomeReport {
+        v: WIRE_VERSION,
+        event: call.event,
+        agent: call.agent.clone(),
+        tool_use_id: call.tool_use_id.clone(),
+        tool_name: call.tool_name.clone(),
+        success,
+        exit_code,
+        interrupted,
+        duration_ms: post.duration_ms,
+        error: post.error.as_deref().map(|e| truncate(e, MAX_ERROR_CHARS)),
+    }
+}
+
+fn post_tool_use(call: &HookCall, cfg: &Config) -> Plan {
+    let report = outcome(call);
+    let undelivered = match serde_json::to_vec(&report) {
+        Err(e) => Some(format!("cannot encode: {e}")),
+        Ok(body) => {
+            let deadline = Instant::now() + cfg.outcome_timeout;
+            match client::post_json(&cfg.socket, OUTCOME_PATH, &body, deadline, 64 * 1024) {
+                Ok(r) if (200..300).contains(&r.status) => None,
+                Ok(r) => Some(format!("daemon answered HTTP {}", r.status)),
+                Err(e) => Some(format!("daemon at {}: {e}", cfg.socket.display())),
+            }
+        }
+    };
+    let spool = match undelivered {
+        None => Vec::new(),
+        Some(why) => vec![SpoolEntry::Outcome {
+            report,
+            undelivered: why,
+        }],
+    };
+    Plan {
+        answer: Answer::Nothing,
+        spool,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes() {
+        assert_eq!(exit_code_from("Exit code 3\nboom"), Some(3));
+        assert_eq!(exit_code_from("Error: Exit code 127"), Some(127));
+        assert_eq!(exit_code_from("killed"), None);
+    }
+
+    #[test]
+    fn truncation_is_char_safe() {
+        assert_eq!(truncate("ééé", 2), "éé…");
+        assert_eq!(truncate("abc", 3), "abc");
+    }
+}
