@@ -454,3 +454,24 @@ fn pinned_keys_round_trip_and_api() {
     assert_eq!(k.key("retired").and_then(|p| p.min_version()), Some(2));
     assert_eq!(k.key("retired").map(|p| p.versions().count()), Some(2));
 }
+
+#[test]
+fn docs_example_verifies() {
+    let docs = include_str!("../../docs/tiermap.md");
+    let example = docs
+        .split_once("```markdown\n")
+        .and_then(|(_, rest)| rest.split_once("\n```\n"))
+        .map(|(ex, _)| format!("{ex}\n"))
+        .expect("docs/tiermap.md has a ```markdown example");
+    let mut keys = PinnedKeys::new();
+    keys.pin("cmdgate-tiermap", 1, key(7).verifying_key())
+        .unwrap();
+    let v = verify(&example, &keys).unwrap_or_else(|e| panic!("docs example: {e}"));
+    assert_eq!(v.revision, 12);
+    let tier = |argv: &[&str]| v.map.classify(argv).map(|(t, _)| t);
+    assert_eq!(tier(&["cargo", "test", "--features=x"]), Some(Tier::Ask));
+    assert_eq!(tier(&["cargo", "test"]), Some(Tier::Sandbox));
+    assert_eq!(tier(&["git", "-C", "--exec-path=/tmp"]), Some(Tier::Deny));
+    let pubkey = STANDARD.encode(key(7).verifying_key().as_bytes());
+    assert!(docs.contains(&pubkey), "docs name the example's public key");
+}
