@@ -116,6 +116,7 @@ fn diagnostics_table() {
         (&doc("## Tier 0 — read\n- ls -la\n"),         &[(5, "must be an entry")]),
         (&doc("## Tier 0 — read\n-\n"),                &[(5, "must be an entry")]),
         (&doc("## Tier 0 — read\n  - `ls`\n"),         &[(5, "beginning of the line")]),
+        (&doc("## Tier 3 — deny\n> - `rm *`\n"),      &[(5, "inside a block quote")]),
         (&doc("## Tier 0 — read\n`ls`\n"),             &[(5, "start the line with `- `")]),
         (&doc("## Tier 0 — read\n- `ls`\n- `ls`\n"),   &[(6, "`ls` is already listed in tier 0 (read) on line 5")]),
         (&doc("## Tier 0 — read\n- `ls *`\n## Tier 3 — deny\n- `ls  *`\n"), &[(7, "already listed in tier 0 (read) on line 5")]),

@@ -159,10 +159,14 @@ pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
     Err(p.diags)
 }
 
+/// The front matter's values as far as they parsed; missing ones are reported separately.
 #[derive(Default)]
 struct FrontMatter {
+    /// `revision:`; `None` until a valid one is seen (absence is an error).
     revision: Option<u64>,
+    /// `project:`, informational.
     project: Option<String>,
+    /// `description:`, informational.
     description: Option<String>,
 }
 
@@ -176,7 +180,9 @@ enum Section {
     Broken,
 }
 
+/// Parsing state shared by the passes over the file.
 struct Parser {
+    /// Every problem found so far: parsing goes on after an error so the operator sees them all.
     diags: Vec<Diagnostic>,
 }
 
@@ -381,7 +387,10 @@ impl Parser {
                     prev = Prev::Entry;
                 }
                 (Section::Tier(_), None) => {
-                    if matches!(prev, Prev::Entry) {
+                    let quoted = t.strip_prefix('>').map(str::trim_start);
+                    if quoted.is_some_and(|q| list_item(q).is_some()) {
+                        self.err(ln, "entries must not be inside a block quote");
+                    } else if matches!(prev, Prev::Entry) {
                         self.err(
                             ln,
                             "an entry must fit on one line; leave a blank line before prose",
