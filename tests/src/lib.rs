@@ -1,2 +1,8 @@
-//! cmdgate-tests: end-to-end tests that drive the real binaries. Helpers live here; the tests are
-//! under `tests/tests/`.
+//! cmdgate-tests: end-to-end tests that drive the real binaries. Helpers live here (finding and
+//! building workspace binaries, a scripted fake of the Anthropic Messages API, running the real
+//! Claude Code CLI in a throwaway workspace); the tests are under `tests/tests/`.
+
+pub mod bins;
+pub mod claude;
+pub mod fake_api;
+pub mod proc;
