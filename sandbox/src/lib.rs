@@ -1,2 +1,35 @@
 //! cmdgate-sandbox: test-run a command in a container mirror of the workspace (overlayfs +
 //! namespaces + cgroup limits), report its effects, and roll the mirror back.
+//!
+//! ```text
+//! run(config, cmd) ── exec ──▶ helper (single-threaded; own mount ns with the scratch tmpfs)
+//!                                 │ cgroups, unshare(pid), fork
+//!                                 ▼
+//!                              pid 1 of the run: enter_mirror (setup.rs), fork ──▶ bash -c cmd
+//!                                 │  seccomp supervisor, reaper                (confined: NNP,
+//!                                 │                                             no caps, uid,
+//!                                 ▼                                             Landlock, seccomp)
+//!                              helper: timeout, bounded output, effects diff of the upper dirs,
+//!                                      teardown ──▶ RawRun ──▶ run(): git tracked query, verdict
+//! ```
+
+pub mod cgroup;
+pub mod config;
+pub mod confine;
+pub mod effects;
+pub mod helper;
+mod init;
+pub mod model;
+pub mod privilege;
+pub mod protocol;
+mod run;
+pub mod setup;
+pub mod syscall;
+pub mod tracked;
+pub mod verdict;
+
+pub use config::{default_protected, HelperCommand, Limits, RunAs, RunConfig};
+pub use helper::helper_main;
+pub use model::{Area, Effect, FileKind, TestRun};
+pub use privilege::{detect as detect_privilege, Privilege};
+pub use run::{run, sweep_stale, SandboxError};

@@ -1,0 +1,2 @@
+//! Benchmark of the container mirror (filled in below).
+fn main() {}

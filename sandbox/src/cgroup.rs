@@ -1,0 +1,240 @@
+//! Per-run cgroups (memory, pids, cpu) on cgroup v1 controllers or the cgroup2 hierarchy.
+//!
+//! Each run gets `cmdgate-<run id>` under the helper's own cgroup in each controller, so the
+//! daemon's (systemd's) limits still apply above it. The run's pid 1 joins before it runs anything.
+
+use crate::model::Effect;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::config::Limits;
+
+/// A cgroup problem; the run refuses to start without its limits.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// No hierarchy offers the controller.
+    #[error("no cgroup hierarchy offers the {0} controller (limits cannot be enforced)")]
+    NoController(&'static str),
+    /// Creating, configuring or joining failed.
+    #[error("failed to {action} {path}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or dir.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Which kind of hierarchy a directory belongs to (file names differ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Flavor {
+    /// cgroup v1: one hierarchy per controller.
+    V1,
+    /// cgroup2: one unified hierarchy.
+    V2,
+}
+
+/// The run's cgroup directories (one per v1 controller, or one cgroup2 dir).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunCgroup {
+    /// (controller, flavor, directory).
+    pub dirs: Vec<(String, Flavor, PathBuf)>,
+}
+
+fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError {
+    let path = path.to_path_buf();
+    move |source| CgroupError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// Where each controller lives for this process: (controller, flavor, absolute dir of our cgroup).
+fn locate() -> Vec<(String, Flavor, PathBuf)> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let mut found = Vec::new();
+    for line in mountinfo.lines() {
+        // "id parent maj:min root mountpoint opts ... - fstype source superopts"
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mount_point = left.split(' ').nth(4).unwrap_or("");
+        let mut r = right.split(' ');
+        let fstype = r.next().unwrap_or("");
+        let superopts = r.nth(1).unwrap_or("");
+        if fstype == "cgroup" {
+            for ctrl in ["memory", "pids", "cpu"] {
+                if superopts.split(',').any(|o| o == ctrl) {
+                    let rel = own.lines().find_map(|l| {
+                        let mut parts = l.splitn(3, ':');
+                        let _id = parts.next()?;
+                        let ctrls = parts.next()?;
+                        let path = parts.next()?;
+                        ctrls
+                            .split(',')
+                            .any(|c| c == ctrl)
+                            .then(|| path.to_string())
+                    });
+                    if let Some(rel) = rel {
+                        let dir = Path::new(mount_point).join(rel.trim_start_matches('/'));
+                        found.push((ctrl.to_string(), Flavor::V1, dir));
+                    }
+                }
+            }
+        } else if fstype == "cgroup2" {
+            let rel = own
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .unwrap_or("/");
+            let dir = Path::new(mount_point).join(rel.trim_start_matches('/'));
+            let enabled =
+                std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+            for ctrl in ["memory", "pids", "cpu"] {
+                if enabled.split_whitespace().any(|c| c == ctrl) {
+                    found.push((ctrl.to_string(), Flavor::V2, dir.clone()));
+                }
+            }
+        }
+    }
+    found
+}
+
+impl RunCgroup {
+    /// Create the run's cgroups and write its limits. Prefers v1 controllers, then cgroup2.
+    pub fn create(run_id: &str, limits: &Limits) -> Result<RunCgroup, CgroupError> {
+        let located = locate();
+        let name = format!("cmdgate-{run_id}");
+        let mut dirs: Vec<(String, Flavor, PathBuf)> = Vec::new();
+        for ctrl in ["memory", "pids", "cpu"] {
+            let pick = located
+                .iter()
+                .find(|(c, f, _)| c == ctrl && *f == Flavor::V1)
+                .or_else(|| located.iter().find(|(c, _, _)| c == ctrl))
+                .ok_or(CgroupError::NoController(ctrl))?;
+            let dir = pick.2.join(&name);
+            if !dirs.iter().any(|(_, _, d)| *d == dir) {
+                std::fs::create_dir(&dir).map_err(io("create", &dir))?;
+            }
+            dirs.push((ctrl.to_string(), pick.1, dir));
+        }
+        let cg = RunCgroup { dirs };
+        let write = |dir: &Path, file: &str, value: String| -> Result<(), CgroupError> {
+            let p = dir.join(file);
+            std::fs::write(&p, value).map_err(io("write", &p))
+        };
+        for (ctrl, flavor, dir) in &cg.dirs {
+            match (ctrl.as_str(), flavor) {
+                ("memory", Flavor::V1) => {
+                    write(
+                        dir,
+                        "memory.limit_in_bytes",
+                        limits.memory_bytes.to_string(),
+                    )?;
+                    // With swap, memsw caps memory+swap; absent when swap accounting is off.
+                    if dir.join("memory.memsw.limit_in_bytes").exists() {
+                        write(
+                            dir,
+                            "memory.memsw.limit_in_bytes",
+                            limits.memory_bytes.to_string(),
+                        )?;
+                    }
+                }
+                ("memory", Flavor::V2) => {
+                    write(dir, "memory.max", limits.memory_bytes.to_string())?;
+                    if dir.join("memory.swap.max").exists() {
+                        write(dir, "memory.swap.max", "0".into())?;
+                    }
+                }
+                ("pids", _) => write(dir, "pids.max", limits.pids.to_string())?,
+                ("cpu", Flavor::V1) => {
+                    write(dir, "cpu.cfs_period_us", "100000".into())?;
+                    write(
+                        dir,
+                        "cpu.cfs_quota_us",
+                        (limits.cpu_millis * 100).to_string(),
+                    )?;
+                }
+                ("cpu", Flavor::V2) => write(
+                    dir,
+                    "cpu.max",
+                    format!("{} 100000", limits.cpu_millis * 100),
+                )?,
+                _ => {}
+            }
+        }
+        Ok(cg)
+    }
+
+    /// Move `pid` into every run cgroup (before it runs anything).
+    pub fn join(&self, pid: i32) -> Result<(), CgroupError> {
+        let mut done: Vec<&Path> = Vec::new();
+        for (_, _, dir) in &self.dirs {
+            if done.contains(&dir.as_path()) {
+                continue;
+            }
+            let p = dir.join("cgroup.procs");
+            std::fs::write(&p, pid.to_string()).map_err(io("join", &p))?;
+            done.push(dir);
+        }
+        Ok(())
+    }
+
+    /// Limits that were hit, read from the kernel's counters (call before [`RunCgroup::remove`]).
+    pub fn limit_hits(&self) -> Vec<Effect> {
+        let mut hits = Vec::new();
+        let counter = |text: &str, key: &str| -> u64 {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        for (ctrl, flavor, dir) in &self.dirs {
+            let (file, key) = match (ctrl.as_str(), flavor) {
+                ("memory", Flavor::V1) => ("memory.oom_control", "oom_kill "),
+                ("memory", Flavor::V2) => ("memory.events", "oom_kill "),
+                ("pids", _) => ("pids.events", "max "),
+                _ => continue,
+            };
+            let text = std::fs::read_to_string(dir.join(file)).unwrap_or_default();
+            let n = counter(&text, key);
+            if n > 0 {
+                hits.push(Effect::LimitHit {
+                    limit: ctrl.clone(),
+                    detail: format!("{}{n}", key),
+                });
+            }
+        }
+        hits
+    }
+
+    /// Kill anything still inside (a crashed run) and remove the directories.
+    pub fn remove(&self) {
+        remove_dirs(self.dirs.iter().map(|(_, _, d)| d.as_path()));
+    }
+}
+
+/// SIGKILL every process listed in each dir's `cgroup.procs`, then rmdir (retrying briefly while
+/// the kernel finishes tearing the tasks down).
+pub fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a Path>) {
+    for dir in dirs {
+        for _ in 0..200 {
+            let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                // Only pids that the kernel lists inside this run's own cgroup: never anything else.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            match std::fs::remove_dir(dir) {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+            }
+        }
+    }
+}

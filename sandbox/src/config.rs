@@ -1,0 +1,131 @@
+//! What a test-run is asked to do: the workspace, the limits, and what counts as allowed.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the library starts the single-threaded helper process that does the namespace work.
+///
+/// The daemon is async and must never fork from its threads, so each run execs a fresh helper
+/// (`cmdgate sandbox __helper`, or the `cmdgate-sandbox-helper` binary) that calls
+/// [`crate::helper_main`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelperCommand {
+    /// Executable to run (absolute path; usually `std::env::current_exe()`).
+    pub program: PathBuf,
+    /// Arguments that route that executable to `helper_main` (e.g. `["sandbox", "__helper"]`).
+    pub args: Vec<String>,
+}
+
+/// The uid/gid the command runs as inside the mirror (the agent's own, ideally).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAs {
+    /// Numeric user id (not a name: no NSS lookups in the helper).
+    pub uid: u32,
+    /// Numeric primary group id; supplementary groups are dropped.
+    pub gid: u32,
+}
+
+/// Resource limits of one run, enforced by the kernel (cgroups, tmpfs size, timeout).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Wall-clock budget; past it pid 1 of the run's pid namespace is SIGKILLed (every descendant dies).
+    pub timeout: Duration,
+    /// Memory cgroup limit in bytes; tmpfs pages (upper dirs, /tmp) are charged here too.
+    pub memory_bytes: u64,
+    /// Maximum number of tasks in the run's pids cgroup (stops fork bombs).
+    pub pids: u64,
+    /// CPU share as a fraction of one CPU in thousandths (1000 = one full CPU).
+    pub cpu_millis: u64,
+    /// Size of the scratch tmpfs holding every upper dir and /tmp (copy-up is whole-file).
+    pub scratch_bytes: u64,
+    /// Bytes of stdout and of stderr kept each; the rest is drained and counted, never stored.
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: Duration::from_secs(60),
+            memory_bytes: 2 << 30,
+            pids: 512,
+            cpu_millis: 1000,
+            scratch_bytes: 1 << 30,
+            output_bytes: 64 << 10,
+        }
+    }
+}
+
+/// Everything a test-run needs: what to mirror, how to launch the helper, limits and verdict rules.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunConfig {
+    /// The real workspace (absolute). It is the overlay's read-only lower layer and the cwd.
+    pub workspace: PathBuf,
+    /// The agent's home (absolute), mirrored by its own overlay; `None` leaves it read-only.
+    pub home: Option<PathBuf>,
+    /// Directory for run bookkeeping (lock files, mount points); swept by [`crate::sweep_stale`].
+    pub state_dir: PathBuf,
+    /// How to start the helper process.
+    pub helper: HelperCommand,
+    /// Kernel-enforced limits.
+    pub limits: Limits,
+    /// Keep the host network namespace (tier-map entry says `network`); otherwise an empty one.
+    pub network: bool,
+    /// Run the command as this uid/gid instead of the caller's; recommended: the agent's.
+    pub run_as: Option<RunAs>,
+    /// Paths outside the workspace whose changes do not make a run dirty (e.g. a build cache
+    /// under $HOME). Paths outside $HOME get their own overlay so they are writable in the mirror.
+    pub extra_writable: Vec<PathBuf>,
+    /// Whether changing or deleting files tracked by git keeps a run clean (e.g. a formatter).
+    pub allow_tracked_changes: bool,
+    /// Whether touching protected paths keeps a run clean (never by default).
+    pub allow_protected: bool,
+    /// Workspace-relative paths that a clean run never touches (`.git`, `.claude`, `CLAUDE_CMDS.md`).
+    pub protected: Vec<PathBuf>,
+    /// Environment of the command (the helper does not inherit the caller's environment).
+    pub env: Vec<(String, String)>,
+}
+
+impl RunConfig {
+    /// A config with the defaults: no network, default limits, the standard protected paths, and an
+    /// environment made of `PATH`, `HOME`, `USER`, `LANG` and `TMPDIR=/tmp`.
+    pub fn new(workspace: PathBuf, state_dir: PathBuf, helper: HelperCommand) -> Self {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut env = vec![(
+            "PATH".to_string(),
+            std::env::var("PATH")
+                .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into()),
+        )];
+        for key in ["USER", "LOGNAME", "LANG"] {
+            if let Ok(value) = std::env::var(key) {
+                env.push((key.to_string(), value));
+            }
+        }
+        if let Some(home) = &home {
+            env.push(("HOME".to_string(), home.display().to_string()));
+        }
+        env.push(("TMPDIR".to_string(), "/tmp".to_string()));
+        RunConfig {
+            workspace,
+            home,
+            state_dir,
+            helper,
+            limits: Limits::default(),
+            network: false,
+            run_as: None,
+            extra_writable: Vec::new(),
+            allow_tracked_changes: false,
+            allow_protected: false,
+            protected: default_protected(),
+            env,
+        }
+    }
+}
+
+/// The paths DESIGN.md names as never touched by a clean run.
+pub fn default_protected() -> Vec<PathBuf> {
+    [".git", ".claude", "CLAUDE_CMDS.md"]
+        .iter()
+        .map(PathBuf::from)
+        .collect()
+}

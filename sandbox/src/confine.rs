@@ -1,0 +1,478 @@
+//! Confining the command process just before exec: no new privileges, no capabilities, the agent's
+//! uid, Landlock, and a seccomp filter (hand-written BPF) whose refusals are reported.
+
+use crate::config::RunAs;
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// A confinement step that failed; the command does not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// prctl(PR_SET_NO_NEW_PRIVS).
+    #[error("failed to set no_new_privs")]
+    NoNewPrivs(#[source] std::io::Error),
+    /// Bounding/ambient/effective capability drop.
+    #[error("failed to drop capabilities")]
+    Capabilities(#[source] std::io::Error),
+    /// setgroups/setresgid/setresuid.
+    #[error("failed to switch to uid {0}")]
+    SwitchUser(u32, #[source] std::io::Error),
+    /// A landlock syscall.
+    #[error("failed to apply landlock ({0})")]
+    Landlock(&'static str, #[source] std::io::Error),
+    /// seccomp(SECCOMP_SET_MODE_FILTER).
+    #[error("failed to install the seccomp filter")]
+    Seccomp(#[source] std::io::Error),
+}
+
+fn check(rc: libc::c_long) -> std::io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+/// Exec of setuid binaries or file capabilities can no longer raise privileges (required by
+/// seccomp and Landlock for an unprivileged process anyway).
+pub fn no_new_privs() -> Result<(), ConfineError> {
+    // SAFETY: prctl with integer arguments only; no memory is passed.
+    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into())
+        .map(drop)
+        .map_err(ConfineError::NoNewPrivs)
+}
+
+/// Drop every capability (bounding set, ambient, then the uid switch or an empty capset), so even
+/// a command running as uid 0 cannot mount, load modules, or override file permissions.
+pub fn drop_privileges(run_as: Option<RunAs>) -> Result<(), ConfineError> {
+    let last_cap: libc::c_ulong = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(63);
+    for cap in 0..=last_cap {
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
+        if rc < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINVAL) {
+                return Err(ConfineError::Capabilities(e));
+            }
+        }
+    }
+    // SAFETY: prctl with integer arguments only (PR_CAP_AMBIENT_CLEAR_ALL = 4).
+    check(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, 4, 0, 0, 0) }.into())
+        .map_err(ConfineError::Capabilities)?;
+    if let Some(RunAs { uid, gid }) = run_as {
+        let err = |e| ConfineError::SwitchUser(uid, e);
+        // SAFETY: setgroups with a zero-length list reads no memory.
+        check(unsafe { libc::setgroups(0, std::ptr::null()) }.into()).map_err(err)?;
+        // SAFETY: integer arguments only.
+        check(unsafe { libc::setresgid(gid, gid, gid) }.into()).map_err(err)?;
+        // SAFETY: integer arguments only. Leaving uid 0 clears the permitted/effective sets.
+        check(unsafe { libc::setresuid(uid, uid, uid) }.into()).map_err(err)?;
+    }
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    let header = CapHeader {
+        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit data words.
+        pid: 0,
+    };
+    let data = [
+        CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+        CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        },
+    ];
+    // SAFETY: header and data are valid, initialised repr(C) structs of the sizes capset(2)
+    // expects for version 3 (one header, two data words), alive across the call.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) })
+        .map(drop)
+        .map_err(ConfineError::Capabilities)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Landlock (second layer: the mounts already make everything but the mirrored trees read-only).
+
+const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
+const FS_EXECUTE: u64 = 1 << 0;
+const FS_WRITE_FILE: u64 = 1 << 1;
+const FS_READ_FILE: u64 = 1 << 2;
+const FS_READ_DIR: u64 = 1 << 3;
+const FS_MAKE_CHAR: u64 = 1 << 6;
+const FS_MAKE_BLOCK: u64 = 1 << 11;
+const FS_TRUNCATE: u64 = 1 << 14;
+const FS_IOCTL_DEV: u64 = 1 << 15;
+const NET_CONNECT_TCP: u64 = 1 << 1;
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
+#[repr(C)]
+struct RulesetAttr {
+    handled_access_fs: u64,
+    handled_access_net: u64,
+    scoped: u64,
+}
+
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// The Landlock ABI version the kernel offers (0 = none).
+pub fn landlock_abi() -> u32 {
+    // SAFETY: the documented version query: NULL attr, size 0, flag VERSION; reads no memory.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<RulesetAttr>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(rc).unwrap_or(0)
+}
+
+/// Restrict this process (and what it execs) to reading everywhere and writing only under
+/// `writable`; without network, TCP connect is refused; abstract Unix sockets and signals are
+/// scoped to the run. Returns the ABI used (0: Landlock unavailable, nothing applied).
+pub fn landlock(writable: &[PathBuf], network: bool) -> Result<u32, ConfineError> {
+    let abi = landlock_abi();
+    if abi == 0 {
+        return Ok(0);
+    }
+    let mut fs = (1u64 << 13) - 1; // ABI 1: execute .. make_sym
+    if abi >= 2 {
+        fs |= 1 << 13; // refer
+    }
+    if abi >= 3 {
+        fs |= FS_TRUNCATE;
+    }
+    if abi >= 5 {
+        fs |= FS_IOCTL_DEV;
+    }
+    let net = if abi >= 4 && !network {
+        NET_CONNECT_TCP
+    } else {
+        0
+    };
+    let scoped = if abi >= 6 {
+        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
+    } else {
+        0
+    };
+    let attr = RulesetAttr {
+        handled_access_fs: fs,
+        handled_access_net: net,
+        scoped,
+    };
+    // Older ABIs reject unknown trailing fields: pass only the size they know.
+    let size = match abi {
+        1..=3 => 8,
+        4 | 5 => 16,
+        _ => std::mem::size_of::<RulesetAttr>(),
+    };
+    // SAFETY: `attr` is a valid repr(C) ruleset_attr of at least `size` bytes, alive across the call.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            &attr as *const RulesetAttr,
+            size,
+            0u32,
+        )
+    })
+    .map_err(|e| ConfineError::Landlock("create ruleset", e))?;
+    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
+    let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+    use std::os::fd::AsRawFd;
+    let read = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR;
+    let mut rules: Vec<(&Path, u64)> = vec![(Path::new("/"), read)];
+    let dev_access = read | FS_WRITE_FILE | (fs & (FS_TRUNCATE | FS_IOCTL_DEV));
+    rules.push((Path::new("/dev"), dev_access));
+    for w in writable {
+        rules.push((w.as_path(), fs & !(FS_MAKE_CHAR | FS_MAKE_BLOCK)));
+    }
+    for (path, access) in rules {
+        let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
+            continue;
+        };
+        // SAFETY: NUL-terminated path, valid for the call.
+        let pfd = unsafe { libc::open(cpath.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
+        if pfd < 0 {
+            continue; // a path that does not exist in the mirror needs no rule
+        }
+        // SAFETY: we just opened pfd and own it.
+        let pfd = unsafe { OwnedFd::from_raw_fd(pfd) };
+        let rule = PathBeneathAttr {
+            allowed_access: access,
+            parent_fd: pfd.as_raw_fd(),
+        };
+        // SAFETY: `rule` is a valid packed path_beneath_attr alive across the call; fds are open.
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                LANDLOCK_RULE_PATH_BENEATH,
+                &rule as *const PathBeneathAttr,
+                0u32,
+            )
+        })
+        .map_err(|e| ConfineError::Landlock("add rule", e))?;
+    }
+    // SAFETY: integer arguments only; the ruleset fd is open.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) })
+        .map_err(|e| ConfineError::Landlock("restrict self", e))?;
+    Ok(abi)
+}
+
+// ---------------------------------------------------------------------------------------------
+// seccomp
+
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_NOTIFY: u32 = 0x7fc0_0000;
+const RET_KILL_PROCESS: u32 = 0x8000_0000;
+const fn ret_errno(e: i32) -> u32 {
+    0x0005_0000 | (e as u32 & 0xffff)
+}
+
+const LD_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+const JGE: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+const JSET: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
+const AND: u16 = 0x54; // BPF_ALU | BPF_AND | BPF_K
+const RET: u16 = 0x06; // BPF_RET | BPF_K
+
+const OFF_NR: u32 = 0;
+const OFF_ARCH: u32 = 4;
+const fn arg_lo(i: u32) -> u32 {
+    16 + 8 * i
+}
+const fn arg_hi(i: u32) -> u32 {
+    16 + 8 * i + 4
+}
+
+fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// Syscalls always refused (and reported): they reach kernel state beyond the run (ptrace and
+/// process_vm_* on other processes, mounts and namespaces that could undo the mirror, keyrings,
+/// bpf, perf, io_uring which bypasses this filter, module loading, kexec, swap, reboot, acct).
+pub fn refused_syscalls() -> Vec<(libc::c_long, &'static str)> {
+    let mut v = vec![
+        (libc::SYS_ptrace, "ptrace"),
+        (libc::SYS_process_vm_readv, "process_vm_readv"),
+        (libc::SYS_process_vm_writev, "process_vm_writev"),
+        (libc::SYS_io_uring_setup, "io_uring_setup"),
+        (libc::SYS_io_uring_enter, "io_uring_enter"),
+        (libc::SYS_io_uring_register, "io_uring_register"),
+        (libc::SYS_keyctl, "keyctl"),
+        (libc::SYS_add_key, "add_key"),
+        (libc::SYS_request_key, "request_key"),
+        (libc::SYS_bpf, "bpf"),
+        (libc::SYS_perf_event_open, "perf_event_open"),
+        (libc::SYS_mount, "mount"),
+        (libc::SYS_umount2, "umount2"),
+        (libc::SYS_unshare, "unshare"),
+        (libc::SYS_setns, "setns"),
+        (libc::SYS_pivot_root, "pivot_root"),
+        (libc::SYS_chroot, "chroot"),
+        (libc::SYS_init_module, "init_module"),
+        (libc::SYS_finit_module, "finit_module"),
+        (libc::SYS_delete_module, "delete_module"),
+        (libc::SYS_kexec_load, "kexec_load"),
+        (libc::SYS_kexec_file_load, "kexec_file_load"),
+        (libc::SYS_fsopen, "fsopen"),
+        (libc::SYS_fsconfig, "fsconfig"),
+        (libc::SYS_fsmount, "fsmount"),
+        (libc::SYS_fspick, "fspick"),
+        (libc::SYS_open_tree, "open_tree"),
+        (libc::SYS_move_mount, "move_mount"),
+        (libc::SYS_mount_setattr, "mount_setattr"),
+        (libc::SYS_swapon, "swapon"),
+        (libc::SYS_swapoff, "swapoff"),
+        (libc::SYS_reboot, "reboot"),
+        (libc::SYS_acct, "acct"),
+        (libc::SYS_userfaultfd, "userfaultfd"),
+        (libc::SYS_quotactl, "quotactl"),
+        (libc::SYS_open_by_handle_at, "open_by_handle_at"),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    v.extend([(libc::SYS_iopl, "iopl"), (libc::SYS_ioperm, "ioperm")]);
+    v
+}
+
+/// Name of a syscall the filter hands to the supervisor (for reports).
+pub fn syscall_name(nr: i32) -> &'static str {
+    let nr = libc::c_long::from(nr);
+    if let Some((_, name)) = refused_syscalls().into_iter().find(|(n, _)| *n == nr) {
+        return name;
+    }
+    match nr {
+        libc::SYS_connect => "connect",
+        libc::SYS_sendto => "sendto",
+        libc::SYS_clone => "clone",
+        libc::SYS_mknodat => "mknodat",
+        #[cfg(target_arch = "x86_64")]
+        libc::SYS_mknod => "mknod",
+        _ => "syscall",
+    }
+}
+
+/// Namespace-creating clone flags (clone with any of them goes to the supervisor, which refuses).
+const CLONE_NS_MASK: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET) as u32;
+
+/// The filter program. `network`: the run keeps the host network (then `sendto` with an address
+/// is not inspected). Notifications go to the run's pid 1, which reports and answers them.
+pub fn filter(network: bool) -> Vec<libc::sock_filter> {
+    let nr = |n: libc::c_long| n as u32;
+    let mut p = vec![
+        // Wrong architecture (e.g. the i386 entry points on x86_64) ⇒ kill: the numbers below
+        // would mean other syscalls there.
+        ins(LD_ABS, 0, 0, OFF_ARCH),
+        ins(JEQ, 1, 0, AUDIT_ARCH),
+        ins(RET, 0, 0, RET_KILL_PROCESS),
+        ins(LD_ABS, 0, 0, OFF_NR),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    {
+        // x32 syscalls (bit 30) alias the x86_64 ones with other numbers.
+        p.push(ins(JGE, 0, 1, 0x4000_0000));
+        p.push(ins(RET, 0, 0, ret_errno(libc::EPERM)));
+    }
+    for (n, _) in refused_syscalls() {
+        p.push(ins(JEQ, 0, 1, nr(n)));
+        p.push(ins(RET, 0, 0, RET_NOTIFY));
+    }
+    // clone3 passes its flags in memory the filter cannot read: make libc fall back to clone.
+    p.push(ins(JEQ, 0, 1, nr(libc::SYS_clone3)));
+    p.push(ins(RET, 0, 0, ret_errno(libc::ENOSYS)));
+    // Every connect goes to the supervisor: it decides by the socket's own domain (not by the
+    // address in memory, which another thread could change), reports, and refuses what leaves.
+    p.push(ins(JEQ, 0, 1, nr(libc::SYS_connect)));
+    p.push(ins(RET, 0, 0, RET_NOTIFY));
+    // clone(flags) with namespace flags.
+    p.extend([
+        ins(JEQ, 0, 4, nr(libc::SYS_clone)),
+        ins(LD_ABS, 0, 0, arg_lo(0)),
+        ins(JSET, 0, 1, CLONE_NS_MASK),
+        ins(RET, 0, 0, RET_NOTIFY),
+        ins(RET, 0, 0, RET_ALLOW),
+    ]);
+    // AF_UNIX datagram sockets can send to any socket path (even on a read-only mount, even to
+    // the host's): refuse creating them. Stream/seqpacket ones can only reach a path via
+    // connect, which the supervisor sees.
+    for call in [libc::SYS_socket, libc::SYS_socketpair] {
+        p.extend([
+            ins(JEQ, 0, 7, nr(call)),
+            ins(LD_ABS, 0, 0, arg_lo(0)),
+            ins(JEQ, 0, 3, libc::AF_UNIX as u32),
+            ins(LD_ABS, 0, 0, arg_lo(1)),
+            ins(AND, 0, 0, 0xf),
+            ins(JEQ, 1, 0, libc::SOCK_DGRAM as u32),
+            ins(RET, 0, 0, RET_ALLOW),
+        ]);
+        p.push(ins(RET, 0, 0, ret_errno(libc::EPERM)));
+    }
+    // mknod of a device node (FIFOs and sockets are fine).
+    #[cfg(target_arch = "x86_64")]
+    let mknods = [(libc::SYS_mknod, 1u32), (libc::SYS_mknodat, 2u32)];
+    #[cfg(not(target_arch = "x86_64"))]
+    let mknods = [(libc::SYS_mknodat, 2u32)];
+    for (call, mode_arg) in mknods {
+        p.extend([
+            ins(JEQ, 0, 6, nr(call)),
+            ins(LD_ABS, 0, 0, arg_lo(mode_arg)),
+            ins(AND, 0, 0, libc::S_IFMT),
+            ins(JEQ, 2, 0, libc::S_IFCHR),
+            ins(JEQ, 1, 0, libc::S_IFBLK),
+            ins(RET, 0, 0, RET_ALLOW),
+            ins(RET, 0, 0, RET_NOTIFY),
+        ]);
+    }
+    if !network {
+        // sendto with a destination address (UDP without connect): reported and refused.
+        p.extend([
+            ins(JEQ, 0, 6, nr(libc::SYS_sendto)),
+            ins(LD_ABS, 0, 0, arg_lo(4)),
+            ins(JEQ, 0, 3, 0),
+            ins(LD_ABS, 0, 0, arg_hi(4)),
+            ins(JEQ, 0, 1, 0),
+            ins(RET, 0, 0, RET_ALLOW),
+            ins(RET, 0, 0, RET_NOTIFY),
+        ]);
+    }
+    p.push(ins(RET, 0, 0, RET_ALLOW));
+    p
+}
+
+/// Install the filter on this thread (inherited across fork and exec) and return the listener fd
+/// through which the supervisor receives the notifications.
+pub fn install_seccomp(network: bool) -> Result<OwnedFd, ConfineError> {
+    let prog = filter(network);
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len()).unwrap_or(u16::MAX),
+        filter: prog.as_ptr().cast_mut(),
+    };
+    // SAFETY: `fprog` points at `prog`, which outlives the call; the kernel copies the program.
+    let fd = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &fprog as *const libc::sock_fprog,
+        )
+    })
+    .map_err(ConfineError::Seccomp)?;
+    // SAFETY: the kernel just returned this listener fd; we are its only owner.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every jump lands inside the program and the program ends in a return.
+    #[test]
+    fn filter_jumps_stay_in_bounds() {
+        for network in [false, true] {
+            let p = filter(network);
+            assert!(p.len() < 4096);
+            for (i, f) in p.iter().enumerate() {
+                if f.code & 0x07 == 0x05 {
+                    assert!(i + 1 + usize::from(f.jt.max(f.jf)) < p.len(), "jump at {i}");
+                }
+            }
+            assert_eq!(p.last().map(|f| f.code), Some(RET));
+        }
+    }
+}

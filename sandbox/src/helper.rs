@@ -1,0 +1,566 @@
+//! The helper process: one per run, single-threaded, launched by the library (never forked from
+//! the daemon's threads). It owns the run's scratch tmpfs, cgroups and timeout, forks the run's
+//! pid 1, collects output and effects, tears everything down, and answers on stdout.
+
+use crate::cgroup::{CgroupError, RunCgroup};
+use crate::config::RunConfig;
+use crate::effects::{self, Layer};
+use crate::init::{init_main, pidfd_open, InitArgs};
+use crate::model::{Area, Effect};
+use crate::protocol::{HelperReply, HelperRequest, InitMessage, RawRun};
+use crate::setup::{MountPlan, OverlayMount, ScratchBind};
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use std::io::{BufRead, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Why the helper could not run the command (the command did not run unsandboxed).
+#[derive(Debug, thiserror::Error)]
+pub enum HelperError {
+    /// Reading or parsing the request.
+    #[error("failed to read the run request")]
+    Request(#[source] std::io::Error),
+    /// Not root and no usable user namespace.
+    #[error("{0}")]
+    Privilege(String),
+    /// The request is not runnable.
+    #[error("invalid run: {0}")]
+    Invalid(String),
+    /// State dir, lock file, scratch dirs.
+    #[error("failed to prepare {0}")]
+    State(PathBuf, #[source] std::io::Error),
+    /// Namespaces or the scratch tmpfs of the helper itself.
+    #[error("failed to {0}")]
+    Kernel(&'static str, #[source] Errno),
+    /// cgroup limits.
+    #[error("failed to set up cgroup limits")]
+    Cgroup(#[source] CgroupError),
+    /// The run's pid 1 reported a setup failure.
+    #[error("failed to build the mirror: {0}")]
+    Mirror(String),
+    /// The run's pid 1 died without a word.
+    #[error("the run's init process ended without reporting (status {0})")]
+    InitLost(String),
+}
+
+/// Entry point of the helper process: read one request on stdin, answer on stdout.
+pub fn helper_main() -> ExitCode {
+    let mut line = String::new();
+    let stdin = std::io::stdin();
+    let reply = match stdin.lock().read_line(&mut line) {
+        Err(e) => failed("request", &HelperError::Request(e)),
+        Ok(_) => match serde_json::from_str::<HelperRequest>(&line) {
+            Err(e) => failed(
+                "request",
+                &HelperError::Request(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
+            ),
+            Ok(req) => match run(&req) {
+                Ok(raw) => HelperReply::Done(raw),
+                Err(e) => failed("sandbox setup", &e),
+            },
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    let ok = serde_json::to_writer(&mut out, &reply).is_ok() && out.write_all(b"\n").is_ok();
+    let _ = out.flush();
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn failed(stage: &str, e: &dyn std::error::Error) -> HelperReply {
+    let mut message = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        message.push_str(": ");
+        message.push_str(&c.to_string());
+        src = c.source();
+    }
+    HelperReply::Failed {
+        stage: stage.to_string(),
+        message,
+    }
+}
+
+/// Removes the scratch dir and lock file, and the cgroups, however the run ends.
+struct Teardown {
+    scratch: PathBuf,
+    lock_path: PathBuf,
+    mounted: bool,
+    cgroup: Option<RunCgroup>,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        if let Some(cg) = self.cgroup.take() {
+            cg.remove();
+        }
+        if self.mounted {
+            let _ = nix::mount::umount2(&self.scratch, MntFlags::MNT_DETACH);
+        }
+        let _ = std::fs::remove_dir(&self.scratch);
+        let _ = std::fs::remove_file(&self.lock_path);
+    }
+}
+
+fn state_err(p: &Path) -> impl FnOnce(std::io::Error) -> HelperError + '_ {
+    move |e| HelperError::State(p.to_path_buf(), e)
+}
+
+/// Check the request and work out the overlays.
+fn overlays_for(cfg: &RunConfig, scratch: &Path) -> Result<Vec<(Area, OverlayMount)>, HelperError> {
+    let ws = &cfg.workspace;
+    if !ws.is_absolute() || ws == Path::new("/") || !ws.is_dir() {
+        return Err(HelperError::Invalid(format!(
+            "workspace {} must be an existing absolute directory other than /",
+            ws.display()
+        )));
+    }
+    let mut trees: Vec<(Area, PathBuf)> = vec![(Area::Workspace, ws.clone())];
+    if let Some(home) = &cfg.home {
+        if home.is_absolute() && home != Path::new("/") && home.is_dir() && home != ws {
+            trees.push((Area::Home, home.clone()));
+        }
+    }
+    for extra in &cfg.extra_writable {
+        let covered = trees.iter().any(|(_, t)| extra.starts_with(t));
+        let system = ["/tmp", "/run", "/dev", "/proc", "/sys"]
+            .iter()
+            .any(|s| extra.starts_with(s));
+        if extra.is_absolute() && extra.is_dir() && !covered && !system {
+            trees.push((Area::Extra, extra.clone()));
+        }
+    }
+    // Outer trees first, so an inner overlay is mounted on top of the outer one.
+    trees.sort_by_key(|(_, t)| t.components().count());
+    Ok(trees
+        .into_iter()
+        .enumerate()
+        .map(|(i, (area, target))| {
+            (
+                area,
+                OverlayMount {
+                    target,
+                    upper: scratch.join(format!("upper{i}")),
+                    work: scratch.join(format!("work{i}")),
+                },
+            )
+        })
+        .collect())
+}
+
+fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
+    let start = Instant::now();
+    let cfg = &req.config;
+    crate::privilege::require()?;
+    if req.run_id.is_empty()
+        || !req
+            .run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(HelperError::Invalid(format!("bad run id {:?}", req.run_id)));
+    }
+
+    // Bookkeeping on the host: a lock file held for the run's life (sweep_stale takes it only
+    // from dead helpers) and an empty mount point for the scratch tmpfs.
+    let runs = cfg.state_dir.join("runs");
+    std::fs::create_dir_all(&runs).map_err(state_err(&runs))?;
+    let lock_path = runs.join(format!("{}.lock", req.run_id));
+    let mut lock = std::fs::File::create(&lock_path).map_err(state_err(&lock_path))?;
+    // SAFETY: flock on an fd we own.
+    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(HelperError::State(
+            lock_path,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    let scratch = runs.join(&req.run_id);
+    std::fs::create_dir(&scratch).map_err(state_err(&scratch))?;
+    let mut teardown = Teardown {
+        scratch: scratch.clone(),
+        lock_path: lock_path.clone(),
+        mounted: false,
+        cgroup: None,
+    };
+
+    // Our own mount namespace: the scratch tmpfs exists only here (and in the run's copy), so
+    // whatever happens to us, the kernel frees it when the last process using it is gone.
+    nix::sched::unshare(CloneFlags::CLONE_NEWNS)
+        .map_err(|e| HelperError::Kernel("unshare the helper's mount namespace", e))?;
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| HelperError::Kernel("make the helper's mounts private", e))?;
+    let size = format!("size={},mode=0700", cfg.limits.scratch_bytes);
+    nix::mount::mount(
+        Some("tmpfs"),
+        &scratch,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(size.as_str()),
+    )
+    .map_err(|e| HelperError::Kernel("mount the scratch tmpfs", e))?;
+    teardown.mounted = true;
+
+    let overlays = overlays_for(cfg, &scratch)?;
+    let mkdir = |p: &Path, mode: u32| -> Result<(), HelperError> {
+        std::fs::create_dir(p).map_err(state_err(p))?;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(state_err(p))
+    };
+    let root = scratch.join("root");
+    mkdir(&root, 0o755)?;
+    for (_, o) in &overlays {
+        mkdir(&o.work, 0o700)?;
+        // The merged root takes the upper root's owner and mode: copy the lower's, so the agent's
+        // uid can write its own workspace and nobody gains access they did not have.
+        let lower = std::fs::metadata(&o.target).map_err(state_err(&o.target))?;
+        mkdir(&o.upper, lower.mode() & 0o7777)?;
+        std::os::unix::fs::chown(&o.upper, Some(lower.uid()), Some(lower.gid()))
+            .map_err(state_err(&o.upper))?;
+    }
+    let tmp = scratch.join("tmp");
+    let run_dir = scratch.join("run");
+    let shm = scratch.join("shm");
+    mkdir(&tmp, 0o1777)?;
+    mkdir(&run_dir, 0o755)?;
+    mkdir(&shm, 0o1777)?;
+    let mut binds = vec![ScratchBind {
+        source: tmp.clone(),
+        target: PathBuf::from("/tmp"),
+    }];
+    if Path::new("/run").is_dir() {
+        binds.push(ScratchBind {
+            source: run_dir.clone(),
+            target: PathBuf::from("/run"),
+        });
+    }
+    // Overlay targets under /tmp or /run are mounted on top of the scratch bind: make their
+    // mount points there, with the host's owners and modes (so traversal rights stay the same).
+    let mut premade: Vec<PathBuf> = Vec::new();
+    for (_, o) in &overlays {
+        for b in &binds {
+            let Ok(rel) = o.target.strip_prefix(&b.target) else {
+                continue;
+            };
+            let (mut host, mut made, mut shown) =
+                (b.target.clone(), b.source.clone(), b.target.clone());
+            for comp in rel.components() {
+                host.push(comp);
+                made.push(comp);
+                shown.push(comp);
+                if made.exists() {
+                    continue;
+                }
+                let m = std::fs::metadata(&host).map_err(state_err(&host))?;
+                mkdir(&made, m.mode() & 0o7777)?;
+                std::os::unix::fs::chown(&made, Some(m.uid()), Some(m.gid()))
+                    .map_err(state_err(&made))?;
+                premade.push(shown.clone());
+            }
+        }
+    }
+    let plan = MountPlan {
+        new_root: root,
+        scratch: scratch.clone(),
+        overlays: overlays.iter().map(|(_, o)| o.clone()).collect(),
+        binds,
+        shm: shm.clone(),
+        network: cfg.network,
+    };
+
+    // Limits before anything runs; the paths go into the lock file for sweep_stale.
+    let cgroup = RunCgroup::create(&req.run_id, &cfg.limits).map_err(HelperError::Cgroup)?;
+    let _ = serde_json::to_writer(&mut lock, &cgroup);
+    let _ = lock.flush();
+    teardown.cgroup = Some(cgroup.clone());
+
+    let pipe = || {
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| HelperError::Kernel("create a pipe", e))
+    };
+    let (go_r, go_w) = pipe()?;
+    let (rep_r, rep_w) = pipe()?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+
+    // The next child is pid 1 of a new pid namespace: when it dies, every process of the run does.
+    nix::sched::unshare(CloneFlags::CLONE_NEWPID)
+        .map_err(|e| HelperError::Kernel("unshare the pid namespace", e))?;
+    let mut writable: Vec<PathBuf> = overlays.iter().map(|(_, o)| o.target.clone()).collect();
+    writable.extend(["/tmp", "/run", "/dev/shm"].map(PathBuf::from));
+    // SAFETY: the helper is single-threaded (nothing in it spawns threads), so the child may
+    // run arbitrary code after fork.
+    let child = match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop((go_w, rep_r, out_r, err_r));
+            // A panic must not unwind into the helper's frames (their destructors own the
+            // helper's scratch mount): catch it and leave.
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                init_main(InitArgs {
+                    plan: &plan,
+                    command: &req.command,
+                    cwd: &cfg.workspace,
+                    env: &cfg.env,
+                    run_as: cfg.run_as,
+                    network: cfg.network,
+                    writable,
+                    go: go_r,
+                    report: rep_w,
+                    stdout: out_w,
+                    stderr: err_w,
+                })
+            }))
+            .unwrap_or(101);
+            // SAFETY: _exit skips the parent's destructors (Teardown) that belong to the helper.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => child,
+        Err(e) => return Err(HelperError::Kernel("fork the run's init", e)),
+    };
+    drop((go_r, rep_w, out_w, err_w));
+    let pidfd = pidfd_open(child.as_raw());
+    if let Err(e) = cgroup.join(child.as_raw()) {
+        kill_init(child, pidfd.as_ref());
+        let _ = nix::sys::wait::waitpid(child, None);
+        return Err(HelperError::Cgroup(e));
+    }
+    let run_start = Instant::now();
+    let _ = nix::unistd::write(&go_w, &[1]);
+    drop(go_w);
+
+    let collected = collect(
+        child,
+        pidfd.as_ref(),
+        Collect {
+            report: rep_r,
+            stdout: out_r,
+            stderr: err_r,
+            deadline: run_start + cfg.limits.timeout,
+            output_bytes: cfg.limits.output_bytes,
+        },
+    );
+    let mut effects = collected.effects;
+    if let Some(setup) = collected.setup_failed {
+        return Err(HelperError::Mirror(setup));
+    }
+    if collected.exit.is_none() && collected.signal.is_none() && !collected.timed_out {
+        return Err(HelperError::InitLost(collected.init_status));
+    }
+    effects.extend(cgroup.limit_hits());
+
+    // The run is over and its namespaces are gone: the upper dirs now hold exactly its changes.
+    let mut layers = Vec::new();
+    for (area, o) in &overlays {
+        let prefix = match area {
+            Area::Workspace | Area::Home => PathBuf::new(),
+            Area::Scratch | Area::Extra => o.target.clone(),
+        };
+        layers.push((*area, o.upper.clone(), Some(o.target.clone()), prefix));
+    }
+    for (dir, prefix) in [(&tmp, "/tmp"), (&run_dir, "/run"), (&shm, "/dev/shm")] {
+        layers.push((Area::Scratch, dir.clone(), None, PathBuf::from(prefix)));
+    }
+    let layer_refs: Vec<Layer<'_>> = layers
+        .iter()
+        .map(|(area, upper, lower, prefix)| Layer {
+            area: *area,
+            upper,
+            lower: lower.as_deref(),
+            prefix,
+            premade: &premade,
+        })
+        .collect();
+    let mut fs_effects = effects::diff(&layer_refs);
+    fs_effects.append(&mut effects);
+    drop(teardown);
+    Ok(RawRun {
+        exit: collected.exit,
+        signal: collected.signal,
+        timed_out: collected.timed_out,
+        duration: start.elapsed(),
+        stdout: collected.stdout,
+        stderr: collected.stderr,
+        output_truncated: collected.truncated,
+        effects: fs_effects,
+    })
+}
+
+fn kill_init(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>) {
+    match pidfd {
+        // SAFETY: integer arguments and a NULL siginfo; the pidfd is ours.
+        Some(fd) => unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd.as_raw_fd(),
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+        },
+        None => {
+            let _ = nix::sys::signal::kill(child, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+struct Collect {
+    report: OwnedFd,
+    stdout: OwnedFd,
+    stderr: OwnedFd,
+    deadline: Instant,
+    output_bytes: usize,
+}
+
+#[derive(Default)]
+struct Collected {
+    exit: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    stdout: String,
+    stderr: String,
+    truncated: bool,
+    effects: Vec<Effect>,
+    setup_failed: Option<String>,
+    init_status: String,
+}
+
+/// Poll the run's pipes and pid 1 until it exits, enforcing the deadline and watching stdin
+/// (the parent): a hang-up there means nobody waits for the answer, so the run is killed.
+fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Collected {
+    let mut c = Collected::default();
+    let mut bufs: [Vec<u8>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+    let fds = [&io.report, &io.stdout, &io.stderr];
+    let mut open = [true; 3];
+    let mut init_done = false;
+    let mut report_line = Vec::new();
+    loop {
+        let mut pfds: Vec<libc::pollfd> = Vec::new();
+        for (i, fd) in fds.iter().enumerate() {
+            if open[i] {
+                pfds.push(libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+        }
+        if !init_done {
+            if let Some(p) = pidfd {
+                pfds.push(libc::pollfd {
+                    fd: p.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
+            pfds.push(libc::pollfd {
+                fd: 0,
+                events: 0,
+                revents: 0,
+            });
+        }
+        if pfds.is_empty() {
+            break;
+        }
+        let now = Instant::now();
+        let timeout_ms = if init_done {
+            1000
+        } else if now >= io.deadline {
+            0
+        } else {
+            (io.deadline - now).as_millis().min(60_000) as i32 + 1
+        };
+        // SAFETY: `pfds` is a valid array of pollfd of the given length.
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        if n < 0 {
+            continue;
+        }
+        if !init_done && Instant::now() >= io.deadline {
+            c.timed_out = true;
+            kill_init(child, pidfd);
+        }
+        if !init_done {
+            let parent_gone = pfds
+                .last()
+                .is_some_and(|p| p.revents & (libc::POLLHUP | libc::POLLERR) != 0);
+            if parent_gone {
+                kill_init(child, pidfd);
+            }
+        }
+        if n == 0 && init_done {
+            break; // pipes held open by nothing we know: give up draining
+        }
+        let mut k = 0;
+        for i in 0..3 {
+            if !open[i] {
+                continue;
+            }
+            let revents = pfds[k].revents;
+            k += 1;
+            if revents == 0 {
+                continue;
+            }
+            let mut chunk = [0u8; 16384];
+            match nix::unistd::read(fds[i], &mut chunk) {
+                Ok(0) | Err(_) => open[i] = false,
+                Ok(got) => {
+                    if i == 0 {
+                        report_line.extend_from_slice(&chunk[..got]);
+                        while let Some(pos) = report_line.iter().position(|b| *b == b'\n') {
+                            let line: Vec<u8> = report_line.drain(..=pos).collect();
+                            match serde_json::from_slice::<InitMessage>(&line) {
+                                Ok(InitMessage::SetupFailed { message }) => {
+                                    c.setup_failed = Some(message)
+                                }
+                                Ok(InitMessage::Effect(e)) => {
+                                    if !c.effects.contains(&e) {
+                                        c.effects.push(e);
+                                    }
+                                }
+                                Ok(InitMessage::Exited { exit, signal }) => {
+                                    c.exit = exit;
+                                    c.signal = signal;
+                                }
+                                Err(_) => {}
+                            }
+                        }
+                    } else {
+                        let keep = io.output_bytes.saturating_sub(bufs[i].len()).min(got);
+                        bufs[i].extend_from_slice(&chunk[..keep]);
+                        if keep < got {
+                            c.truncated = true;
+                        }
+                    }
+                }
+            }
+        }
+        if !init_done && pfds[k..].first().is_some_and(|p| p.revents != 0) && pidfd.is_some() {
+            init_done = true;
+            c.init_status = format!("{:?}", nix::sys::wait::waitpid(child, None));
+        }
+        if pidfd.is_none() && !init_done && !open[0] {
+            init_done = true;
+            c.init_status = format!("{:?}", nix::sys::wait::waitpid(child, None));
+        }
+        if init_done && !open.iter().any(|o| *o) {
+            break;
+        }
+    }
+    if !init_done {
+        c.init_status = format!("{:?}", nix::sys::wait::waitpid(child, None));
+    }
+    c.stdout = String::from_utf8_lossy(&bufs[1]).into_owned();
+    c.stderr = String::from_utf8_lossy(&bufs[2]).into_owned();
+    c
+}

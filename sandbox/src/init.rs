@@ -1,0 +1,581 @@
+//! The run's pid 1: builds the mirror, starts the confined `bash -c`, answers the seccomp
+//! supervisor's notifications, reaps orphans, and reports what was left running.
+//!
+//! Runs in the helper's forked child, so it is single-threaded; when it exits, the kernel kills
+//! every other process of the run's pid namespace and the mount namespace (mirror) goes with it.
+
+use crate::config::RunAs;
+use crate::confine;
+use crate::model::Effect;
+use crate::protocol::InitMessage;
+use crate::setup::{enter_mirror, MountPlan};
+use crate::syscall::RealSyscall;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// What pid 1 needs besides the mount plan.
+pub struct InitArgs<'a> {
+    /// The mount plan.
+    pub plan: &'a MountPlan,
+    /// Command for `bash -c`.
+    pub command: &'a str,
+    /// Working directory inside the mirror (the workspace).
+    pub cwd: &'a Path,
+    /// Environment of the command.
+    pub env: &'a [(String, String)],
+    /// Optional uid/gid switch.
+    pub run_as: Option<RunAs>,
+    /// Whether network is allowed.
+    pub network: bool,
+    /// Writable trees for Landlock.
+    pub writable: Vec<PathBuf>,
+    /// Read end of the "go" pipe (the helper writes once we are in the cgroups).
+    pub go: OwnedFd,
+    /// Write end of the report pipe (InitMessage lines).
+    pub report: OwnedFd,
+    /// Write ends for the command's stdout and stderr.
+    pub stdout: OwnedFd,
+    /// See `stdout`.
+    pub stderr: OwnedFd,
+}
+
+struct Reporter(std::fs::File);
+
+impl Reporter {
+    fn send(&mut self, msg: &InitMessage) {
+        if let Ok(mut line) = serde_json::to_vec(msg) {
+            line.push(b'\n');
+            let _ = self.0.write_all(&line);
+        }
+    }
+}
+
+/// Pid 1's whole life; returns the exit code for `_exit`.
+pub fn init_main(args: InitArgs<'_>) -> i32 {
+    // If the helper dies, so do we (and with us the whole run).
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let mut report = Reporter(std::fs::File::from(args.report));
+    let mut byte = [0u8; 1];
+    if nix::unistd::read(&args.go, &mut byte) != Ok(1) {
+        return 1;
+    }
+    drop(args.go);
+    if let Err(e) = enter_mirror(&RealSyscall, args.plan) {
+        report.send(&InitMessage::SetupFailed { message: chain(&e) });
+        return 1;
+    }
+    // SIGCHLD arrives through a signalfd so one poll waits for children and notifications.
+    let mut mask = nix::sys::signal::SigSet::empty();
+    mask.add(nix::sys::signal::Signal::SIGCHLD);
+    if mask.thread_block().is_err() {
+        return 1;
+    }
+    let sfd = match nix::sys::signalfd::SignalFd::with_flags(
+        &mask,
+        nix::sys::signalfd::SfdFlags::SFD_CLOEXEC | nix::sys::signalfd::SfdFlags::SFD_NONBLOCK,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            report.send(&InitMessage::SetupFailed {
+                message: format!("failed to create signalfd: {e}"),
+            });
+            return 1;
+        }
+    };
+    // Hand-off pipes for the seccomp listener fd (child → us: its number; us → child: taken).
+    let (Ok((fd_r, fd_w)), Ok((ack_r, ack_w))) = (
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC),
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC),
+    ) else {
+        return 1;
+    };
+    let child = Command {
+        command: args.command,
+        cwd: args.cwd,
+        env: args.env,
+        run_as: args.run_as,
+        network: args.network,
+        writable: &args.writable,
+        stdout: &args.stdout,
+        stderr: &args.stderr,
+        fd_w: &fd_w,
+        ack_r: &ack_r,
+    };
+    // SAFETY: this process is single-threaded (forked from the single-threaded helper), so the
+    // child may run arbitrary code after fork.
+    let pid = match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            let code = child.exec();
+            // SAFETY: _exit is always safe; we must not run destructors in a failed child.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => child,
+        Err(e) => {
+            report.send(&InitMessage::SetupFailed {
+                message: format!("failed to fork the command: {e}"),
+            });
+            return 1;
+        }
+    };
+    drop((args.stdout, args.stderr, fd_w, ack_r));
+    let listener = receive_listener(pid, &fd_r, &ack_w);
+    drop((fd_r, ack_w));
+    let status = supervise(pid, &sfd, listener.as_ref(), args.network, &mut report);
+    report.send(&status);
+    for e in leftovers() {
+        report.send(&InitMessage::Effect(e));
+    }
+    0
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// Everything the command child needs between fork and exec.
+struct Command<'a> {
+    command: &'a str,
+    cwd: &'a Path,
+    env: &'a [(String, String)],
+    run_as: Option<RunAs>,
+    network: bool,
+    writable: &'a [PathBuf],
+    stdout: &'a OwnedFd,
+    stderr: &'a OwnedFd,
+    fd_w: &'a OwnedFd,
+    ack_r: &'a OwnedFd,
+}
+
+impl Command<'_> {
+    /// Confine ourselves and exec `bash -c`; returns only on failure (exit code 126/127).
+    fn exec(&self) -> i32 {
+        let fail = |what: &str, e: &dyn std::error::Error| {
+            let msg = format!("cmdgate-sandbox: {what}: {}\n", chain(e));
+            // SAFETY: writing a valid buffer to fd 2 (the run's stderr pipe or the helper's).
+            unsafe { libc::write(self.stderr.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+            126
+        };
+        // The signal mask is inherited across exec: unblock what pid 1 blocked.
+        let _ = nix::sys::signal::SigSet::all().thread_unblock();
+        // Our own session: no controlling terminal, and a job-control `kill 0` stays inside.
+        let _ = nix::unistd::setsid();
+        // SAFETY: opening a constant path.
+        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
+        // SAFETY: dup2 on fds we own (or -1, which fails harmlessly).
+        unsafe {
+            libc::dup2(null, 0);
+            libc::dup2(self.stdout.as_raw_fd(), 1);
+            libc::dup2(self.stderr.as_raw_fd(), 2);
+        }
+        if let Err(e) = nix::unistd::chdir(self.cwd) {
+            return fail("chdir to the workspace", &e);
+        }
+        if let Err(e) = confine::no_new_privs() {
+            return fail("confine", &e);
+        }
+        if let Err(e) = confine::landlock(self.writable, self.network) {
+            return fail("confine", &e);
+        }
+        if let Err(e) = confine::drop_privileges(self.run_as) {
+            return fail("confine", &e);
+        }
+        // Last: the filter. From here on mount/ptrace/... are refused for us and our descendants.
+        let listener = match confine::install_seccomp(self.network) {
+            Ok(l) => l,
+            Err(e) => return fail("confine", &e),
+        };
+        // Give pid 1 the listener's number, wait until it took a copy, then close ours: the
+        // command must never hold the fd that answers its own notifications.
+        let n = listener.as_raw_fd().to_ne_bytes();
+        let mut ack = [0u8; 1];
+        if nix::unistd::write(self.fd_w, &n) != Ok(4)
+            || nix::unistd::read(self.ack_r, &mut ack) != Ok(1)
+        {
+            return fail("hand over the seccomp listener", &nix::errno::Errno::EPIPE);
+        }
+        drop(listener);
+        // Close every inherited fd ≥ 3 (helper pipes, lock files, ...).
+        // SAFETY: integer arguments only.
+        unsafe { libc::close_range(3, u32::MAX, 0) };
+        let bash = ["/bin/bash", "/usr/bin/bash"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .unwrap_or("/bin/bash");
+        let argv = [
+            CString::new(bash).unwrap_or_default(),
+            CString::new("-c").unwrap_or_default(),
+            CString::new(self.command.as_bytes()).unwrap_or_default(),
+        ];
+        let envp: Vec<CString> = self
+            .env
+            .iter()
+            .filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok())
+            .collect();
+        let e = nix::unistd::execve(&argv[0], &argv, &envp).unwrap_err();
+        let msg = format!("cmdgate-sandbox: exec {bash}: {e}\n");
+        // SAFETY: fd 2 is the run's stderr; the buffer is valid.
+        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        127
+    }
+}
+
+/// Take a copy of the child's seccomp listener (pidfd_getfd), then let it continue.
+fn receive_listener(pid: nix::unistd::Pid, fd_r: &OwnedFd, ack_w: &OwnedFd) -> Option<OwnedFd> {
+    let mut n = [0u8; 4];
+    if nix::unistd::read(fd_r, &mut n) != Ok(4) {
+        return None; // the child failed before installing the filter; it reported why
+    }
+    let target = i32::from_ne_bytes(n);
+    let pidfd = pidfd_open(pid.as_raw())?;
+    // SAFETY: integer arguments only; the kernel returns a new fd or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
+    let _ = nix::unistd::write(ack_w, &[1]);
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: pidfd_getfd returned a new fd we own.
+    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// `pidfd_open(2)`.
+pub fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    // SAFETY: integer arguments only.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative return is a new fd we own.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Wait for the command, answering seccomp notifications meanwhile and reaping orphans.
+fn supervise(
+    pid: nix::unistd::Pid,
+    sfd: &nix::sys::signalfd::SignalFd,
+    listener: Option<&OwnedFd>,
+    network: bool,
+    report: &mut Reporter,
+) -> InitMessage {
+    use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    loop {
+        // Reap everything that has exited (orphans are reparented to us).
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(p, code)) if p == pid => {
+                    return InitMessage::Exited {
+                        exit: Some(code),
+                        signal: None,
+                    }
+                }
+                Ok(WaitStatus::Signaled(p, sig, _)) if p == pid => {
+                    return InitMessage::Exited {
+                        exit: None,
+                        signal: Some(sig as i32),
+                    }
+                }
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => continue,
+            }
+        }
+        let mut fds = vec![libc::pollfd {
+            fd: sfd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        if let Some(l) = listener {
+            fds.push(libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: `fds` is a valid array of pollfd of the given length.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n < 0 {
+            continue;
+        }
+        if fds[0].revents != 0 {
+            while let Ok(Some(_)) = sfd.read_signal() {}
+        }
+        if let (Some(l), Some(p)) = (listener, fds.get(1)) {
+            if p.revents & libc::POLLIN != 0 {
+                if let Some(effect) = answer(l, network) {
+                    report.send(&InitMessage::Effect(effect));
+                }
+            }
+        }
+    }
+}
+
+/// Receive one notification, decide, answer; returns what to report.
+fn answer(listener: &OwnedFd, network: bool) -> Option<Effect> {
+    // SAFETY: seccomp_notif is plain old data; all-zero is a valid value (and RECV requires it).
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV writes one seccomp_notif into `req`, which is valid and writable.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut req,
+        )
+    };
+    if rc < 0 {
+        return None;
+    }
+    let nr = req.data.nr;
+    let args = req.data.args;
+    let pid = req.pid as i32;
+    let (effect, verdict) = decide(pid, nr, &args, network);
+    let resp = libc::seccomp_notif_resp {
+        id: req.id,
+        val: 0,
+        error: match verdict {
+            Verdict::Continue => 0,
+            Verdict::Errno(e) => -e,
+        },
+        flags: match verdict {
+            Verdict::Continue => libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32,
+            Verdict::Errno(_) => 0,
+        },
+    };
+    // SAFETY: SEND reads one seccomp_notif_resp from `resp`, valid for the call. A failure means
+    // the target died meanwhile; nothing to do.
+    unsafe { libc::ioctl(listener.as_raw_fd(), libc::SECCOMP_IOCTL_NOTIF_SEND, &resp) };
+    effect
+}
+
+enum Verdict {
+    /// Let the kernel run the syscall (only for sockets whose domain we checked).
+    Continue,
+    /// Fail it with this errno.
+    Errno(i32),
+}
+
+fn decide(pid: i32, nr: i32, args: &[u64; 6], network: bool) -> (Option<Effect>, Verdict) {
+    let call = libc::c_long::from(nr);
+    let is_net = call == libc::SYS_connect || call == libc::SYS_sendto;
+    if !is_net {
+        let name = confine::syscall_name(nr);
+        let detail = match call {
+            libc::SYS_clone => format!("flags {:#x} (new namespaces)", args[0]),
+            libc::SYS_mknodat => format!("device node mode {:o}", args[2]),
+            #[cfg(target_arch = "x86_64")]
+            libc::SYS_mknod => format!("device node mode {:o}", args[1]),
+            libc::SYS_ptrace => format!("request {} pid {}", args[0], args[1] as i32),
+            _ => String::new(),
+        };
+        return (
+            Some(Effect::Blocked {
+                syscall: name.to_string(),
+                detail,
+            }),
+            Verdict::Errno(libc::EPERM),
+        );
+    }
+    let fd = args[0] as i32;
+    let (addr_ptr, addr_len) = if call == libc::SYS_connect {
+        (args[1], args[2])
+    } else {
+        (args[4], args[5])
+    };
+    // The socket's domain is fixed at creation: decide on it, not on the address in the
+    // command's memory (another thread could rewrite that after we read it).
+    let domain = socket_domain(pid, fd);
+    let addr = read_sockaddr(pid, addr_ptr, addr_len);
+    match domain {
+        Some(libc::AF_INET) | Some(libc::AF_INET6) => (
+            Some(Effect::Network {
+                target: describe(&addr),
+                allowed: network,
+            }),
+            if network {
+                Verdict::Continue
+            } else {
+                Verdict::Errno(libc::ENETUNREACH)
+            },
+        ),
+        Some(libc::AF_NETLINK) => (None, Verdict::Continue),
+        Some(libc::AF_UNIX) => {
+            // Never continued: a pathname socket is reachable through any mount (even
+            // read-only), across namespaces. Probes of absent sockets (nscd, ...) are not
+            // attempts at anything and are answered like the kernel would.
+            match unix_target(pid, &addr) {
+                UnixTarget::Absent => (None, Verdict::Errno(libc::ENOENT)),
+                UnixTarget::Present(what) => (
+                    Some(Effect::Network {
+                        target: what,
+                        allowed: false,
+                    }),
+                    Verdict::Errno(libc::EPERM),
+                ),
+            }
+        }
+        _ => (
+            Some(Effect::Network {
+                target: format!("{} (socket domain {domain:?})", describe(&addr)),
+                allowed: false,
+            }),
+            Verdict::Errno(libc::EPERM),
+        ),
+    }
+}
+
+fn socket_domain(pid: i32, fd: i32) -> Option<i32> {
+    let pidfd = pidfd_open(pid)?;
+    // SAFETY: integer arguments only.
+    let copy = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if copy < 0 {
+        return None;
+    }
+    // SAFETY: a new fd we own.
+    let copy = unsafe { OwnedFd::from_raw_fd(copy as RawFd) };
+    let mut domain: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `domain` and `len` are valid for writes of the sizes given.
+    let rc = unsafe {
+        libc::getsockopt(
+            copy.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(domain)
+}
+
+fn read_sockaddr(pid: i32, ptr: u64, len: u64) -> Vec<u8> {
+    let len = (len as usize).min(std::mem::size_of::<libc::sockaddr_un>());
+    if ptr == 0 || len == 0 {
+        return Vec::new();
+    }
+    let mut buf = vec![0u8; len];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: ptr as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` describes our own writable buffer of `len` bytes; the remote iovec is only
+    // dereferenced by the kernel in the target's address space (failing cleanly if invalid).
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    buf.truncate(usize::try_from(n).unwrap_or(0));
+    buf
+}
+
+fn describe(addr: &[u8]) -> String {
+    if addr.len() < 2 {
+        return "(no address)".into();
+    }
+    let family = i32::from(u16::from_ne_bytes([addr[0], addr[1]]));
+    match family {
+        libc::AF_INET if addr.len() >= 8 => format!(
+            "inet {}.{}.{}.{}:{}",
+            addr[4],
+            addr[5],
+            addr[6],
+            addr[7],
+            u16::from_be_bytes([addr[2], addr[3]])
+        ),
+        libc::AF_INET6 if addr.len() >= 24 => {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&addr[8..24]);
+            format!(
+                "inet6 [{}]:{}",
+                std::net::Ipv6Addr::from(octets),
+                u16::from_be_bytes([addr[2], addr[3]])
+            )
+        }
+        libc::AF_UNIX => {
+            let path = &addr[2..];
+            if path.first() == Some(&0) {
+                format!("unix @{}", String::from_utf8_lossy(&path[1..]))
+            } else {
+                let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+                format!("unix {}", String::from_utf8_lossy(&path[..end]))
+            }
+        }
+        f => format!("family {f}"),
+    }
+}
+
+enum UnixTarget {
+    Absent,
+    Present(String),
+}
+
+fn unix_target(pid: i32, addr: &[u8]) -> UnixTarget {
+    let what = describe(addr);
+    if addr.len() <= 2 {
+        return UnixTarget::Absent;
+    }
+    let path = &addr[2..];
+    if path.first() == Some(&0) {
+        // Abstract sockets live in the network namespace: the host's when network is allowed.
+        return UnixTarget::Present(what);
+    }
+    let end = path.iter().position(|b| *b == 0).unwrap_or(path.len());
+    let p = Path::new(std::ffi::OsStr::from_bytes(&path[..end]));
+    // Resolve as the command would: from its root, or its cwd for relative paths.
+    let base = if p.is_absolute() {
+        PathBuf::from(format!("/proc/{pid}/root"))
+    } else {
+        PathBuf::from(format!("/proc/{pid}/cwd"))
+    };
+    let full = base.join(p.strip_prefix("/").unwrap_or(p));
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(&full) {
+        Ok(m) if m.file_type().is_socket() => UnixTarget::Present(what),
+        _ => UnixTarget::Absent,
+    }
+}
+
+/// Processes other than us still alive after `bash -c` returned (they die when we exit).
+fn leftovers() -> Vec<Effect> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == 1 {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // "pid (comm) S ...": zombies are already dead.
+        if stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let command = String::from_utf8_lossy(&cmdline)
+            .split('\0')
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push(Effect::BackgroundProcess { pid, command });
+    }
+    out.sort_by_key(|e| match e {
+        Effect::BackgroundProcess { pid, .. } => *pid,
+        _ => 0,
+    });
+    out
+}

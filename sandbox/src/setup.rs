@@ -1,0 +1,442 @@
+//! The mirror's mount namespace, built by one linear function: each step says why it is there.
+//!
+//! Runs in the run's pid 1 (already in a fresh pid namespace), before any untrusted code.
+
+use crate::syscall::{
+    Syscall, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+};
+use nix::errno::Errno;
+use nix::mount::MsFlags;
+use nix::sched::CloneFlags;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One overlay: the host path is both the read-only lower layer and the mount point in the mirror.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayMount {
+    /// Absolute host path mirrored (workspace, $HOME, extra writable path).
+    pub target: PathBuf,
+    /// Upper dir on the scratch tmpfs: after the run it holds exactly the changes.
+    pub upper: PathBuf,
+    /// Overlay work dir on the same tmpfs.
+    pub work: PathBuf,
+}
+
+/// A directory on the scratch tmpfs bound over a host path (/tmp, /dev/shm, /run).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScratchBind {
+    /// Directory on the scratch tmpfs.
+    pub source: PathBuf,
+    /// Absolute path inside the mirror.
+    pub target: PathBuf,
+}
+
+/// Everything [`enter_mirror`] needs, computed by the helper before forking pid 1.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MountPlan {
+    /// Empty directory on the scratch tmpfs that becomes `/`.
+    pub new_root: PathBuf,
+    /// The scratch tmpfs mount point (hidden inside the mirror).
+    pub scratch: PathBuf,
+    /// Overlays, outer paths first (so $HOME is mounted before a workspace inside it).
+    pub overlays: Vec<OverlayMount>,
+    /// Writable scratch dirs (/tmp, /run), mounted before the overlays.
+    pub binds: Vec<ScratchBind>,
+    /// /dev/shm's scratch dir (mounted on the fresh /dev).
+    pub shm: PathBuf,
+    /// Keep the host network namespace.
+    pub network: bool,
+}
+
+/// Device nodes the mirror's /dev gets (bound from the host's /dev).
+pub const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+/// /proc entries that stay read-only (kernel knobs, sysrq, bus/irq settings).
+pub const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs"];
+/// /proc entries hidden behind /dev/null (kernel memory and key listings).
+pub const PROC_MASKED: [&str; 4] = ["kcore", "keys", "timer_list", "kallsyms"];
+
+/// A failed setup step; each step has its own variant so the report says exactly what broke.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// Step 1.
+    #[error("failed to unshare mount/ipc/uts/net namespaces")]
+    Unshare(#[source] Errno),
+    /// Step 2.
+    #[error("failed to make mount propagation private")]
+    MakePrivate(#[source] Errno),
+    /// Step 3.
+    #[error("failed to bind the host root at {0}")]
+    BindRoot(PathBuf, #[source] Errno),
+    /// Step 4.
+    #[error("failed to make the mirror's root read-only")]
+    ReadOnlyRoot(#[source] Errno),
+    /// Step 6.
+    #[error("failed to mount the overlay on {0}")]
+    Overlay(PathBuf, #[source] Errno),
+    /// A path cannot be passed as an overlay option (`,` `:` `\` or not absolute/UTF-8).
+    #[error("path {0} cannot be used as an overlay layer")]
+    UnsupportedPath(PathBuf),
+    /// Step 7.
+    #[error("failed to build the minimal /dev at {0}")]
+    Dev(PathBuf, #[source] Errno),
+    /// Steps 5 and 7b.
+    #[error("failed to mount the scratch dir on {0}")]
+    ScratchBind(PathBuf, #[source] Errno),
+    /// Step 8.
+    #[error("failed to mount a fresh /proc")]
+    Proc(#[source] Errno),
+    /// Step 8b.
+    #[error("failed to protect {0} inside /proc")]
+    ProcProtect(PathBuf, #[source] Errno),
+    /// Step 4b.
+    #[error("failed to hide the scratch dir from the mirror")]
+    HideScratch(#[source] Errno),
+    /// Step 9.
+    #[error("failed to set the mirror's hostname")]
+    Hostname(#[source] Errno),
+    /// Step 10.
+    #[error("failed to pivot_root into the mirror")]
+    PivotRoot(#[source] Errno),
+    /// Step 11.
+    #[error("failed to detach the host root")]
+    DetachOldRoot(#[source] Errno),
+}
+
+/// `new_root` + an absolute host path.
+pub fn inside(new_root: &Path, abs: &Path) -> PathBuf {
+    new_root.join(abs.strip_prefix("/").unwrap_or(abs))
+}
+
+fn overlay_options(o: &OverlayMount) -> Result<String, SetupError> {
+    let ok =
+        |p: &Path| p.is_absolute() && p.to_str().is_some_and(|s| !s.contains([',', ':', '\\']));
+    for p in [&o.target, &o.upper, &o.work] {
+        if !ok(p) {
+            return Err(SetupError::UnsupportedPath(p.clone()));
+        }
+    }
+    // redirect_dir/metacopy/index off: the upper dir must be a plain, self-describing record of the
+    // changes (no redirect xattrs or metadata-only copies) for the effects diff, whatever the
+    // kernel's compiled-in defaults are.
+    Ok(format!(
+        "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off",
+        o.target.display(),
+        o.upper.display(),
+        o.work.display()
+    ))
+}
+
+fn bind_scratch<S: Syscall>(sys: &S, root: &Path, b: &ScratchBind) -> Result<(), SetupError> {
+    let target = inside(root, &b.target);
+    sys.mount(Some(&b.source), &target, None, MsFlags::MS_BIND, None)
+        .and_then(|()| sys.mount_setattr(&target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false))
+        .map_err(|e| SetupError::ScratchBind(b.target.clone(), e))
+}
+
+/// Build the mirror and enter it: afterwards `/` is the mirror and the host root is gone.
+pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupError> {
+    let root = &plan.new_root;
+
+    // 1. Private namespaces: our own mount table (so nothing we mount is seen by the host), IPC
+    //    and UTS; an empty network namespace unless the run may use the network. The pid
+    //    namespace was unshared by the helper before it forked us (it only applies to children).
+    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
+    if !plan.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    sys.unshare(flags).map_err(SetupError::Unshare)?;
+
+    // 2. unshare(CLONE_NEWNS) copies the host's propagation: shared mounts would still send our
+    //    mounts back to the host (and the host's into the mirror). Make everything private first.
+    sys.mount(
+        None,
+        Path::new("/"),
+        None,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None,
+    )
+    .map_err(SetupError::MakePrivate)?;
+
+    // 3. The mirror starts as a recursive bind of the whole host root: every tool is where the
+    //    command expects it.
+    sys.mount(
+        Some(Path::new("/")),
+        root,
+        None,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None,
+    )
+    .map_err(|e| SetupError::BindRoot(root.clone(), e))?;
+
+    // 4. ...read-only, nosuid, nodev, recursively: a plain MS_RDONLY remount would only cover the
+    //    top mount and leave every submount (/home, /var, ...) writable.
+    sys.mount_setattr(
+        root,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        true,
+    )
+    .map_err(SetupError::ReadOnlyRoot)?;
+
+    // 4b. The recursive bind in step 3 copied the scratch tmpfs too: detach that copy (before
+    //     anything is mounted over its path) so the command cannot read the upper dirs.
+    sys.umount_detach(&inside(root, &plan.scratch))
+        .map_err(SetupError::HideScratch)?;
+
+    // 5. /tmp and /run: writes there reached the host when only the workspace was overlaid.
+    //    Bind scratch dirs (tmpfs, memory-accounted) so they are reported, not persisted. Before
+    //    the overlays: a workspace under /tmp is then mounted on a directory the helper made in
+    //    the scratch /tmp, instead of being hidden by it.
+    for b in &plan.binds {
+        bind_scratch(sys, root, b)?;
+    }
+
+    // 6. Writable views of the workspace and $HOME: overlays whose upper dirs live on the scratch
+    //    tmpfs, so every write lands there and the host tree stays untouched (rollback = drop it).
+    for o in &plan.overlays {
+        let data = overlay_options(o)?;
+        sys.mount(
+            Some(Path::new("overlay")),
+            &inside(root, &o.target),
+            Some("overlay"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(&data),
+        )
+        .map_err(|e| SetupError::Overlay(o.target.clone(), e))?;
+    }
+
+    // 7. A minimal /dev: the host's /dev holds disks and consoles. A small tmpfs with only the
+    //    harmless character devices, bound from the host (no mknod needed).
+    let dev = inside(root, Path::new("/dev"));
+    sys.mount(
+        Some(Path::new("tmpfs")),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=65536"),
+    )
+    .map_err(|e| SetupError::Dev(dev.clone(), e))?;
+    for name in DEVICES {
+        let node = dev.join(name);
+        sys.create_file(&node)
+            .map_err(|e| SetupError::Dev(node.clone(), e))?;
+        let host = Path::new("/dev").join(name);
+        sys.mount(Some(&host), &node, None, MsFlags::MS_BIND, None)
+            .map_err(|e| SetupError::Dev(node.clone(), e))?;
+    }
+    for (link, to) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let link = dev.join(link);
+        sys.symlink(Path::new(to), &link)
+            .map_err(|e| SetupError::Dev(link.clone(), e))?;
+    }
+    let shm = dev.join("shm");
+    sys.mkdir(&shm, 0o1777)
+        .map_err(|e| SetupError::Dev(shm.clone(), e))?;
+
+    // 7b. /dev/shm, like /tmp.
+    bind_scratch(
+        sys,
+        root,
+        &ScratchBind {
+            source: plan.shm.clone(),
+            target: PathBuf::from("/dev/shm"),
+        },
+    )?;
+
+    // 8. A fresh /proc for the new pid namespace: the host's lists host processes. We are its
+    //    pid 1, so this proc shows only the run.
+    let proc = inside(root, Path::new("/proc"));
+    sys.mount(
+        Some(Path::new("proc")),
+        &proc,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None,
+    )
+    .map_err(SetupError::Proc)?;
+    // 8b. Kernel knobs stay read-only (a uid-0 command without capabilities could still write
+    //     /proc/sysrq-trigger); kernel memory and key listings are masked. Missing entries are fine.
+    for name in PROC_READ_ONLY {
+        let p = proc.join(name);
+        match sys.mount(Some(&p), &p, None, MsFlags::MS_BIND | MsFlags::MS_REC, None) {
+            Ok(()) => sys
+                .mount_setattr(
+                    &p,
+                    MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+                    true,
+                )
+                .map_err(|e| SetupError::ProcProtect(p.clone(), e))?,
+            Err(Errno::ENOENT) => {}
+            Err(e) => return Err(SetupError::ProcProtect(p, e)),
+        }
+    }
+    for name in PROC_MASKED {
+        let p = proc.join(name);
+        match sys.mount(Some(&dev.join("null")), &p, None, MsFlags::MS_BIND, None) {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(SetupError::ProcProtect(p, e)),
+        }
+    }
+
+    // 9. Our own hostname in our own UTS namespace: nothing the host sees changes.
+    sys.sethostname("cmdgate-mirror")
+        .map_err(SetupError::Hostname)?;
+
+    // 10. Swap roots. pivot_root(".", ".") stacks the old root on top of the new one without a
+    //     put_old directory (the new root is read-only, we could not create one).
+    sys.chdir(root).map_err(SetupError::PivotRoot)?;
+    sys.pivot_root(Path::new("."), Path::new("."))
+        .map_err(SetupError::PivotRoot)?;
+
+    // 11. Detach the host root stacked on "/": from now on no path leads out of the mirror.
+    sys.umount_detach(Path::new("."))
+        .map_err(SetupError::DetachOldRoot)?;
+    sys.chdir(Path::new("/"))
+        .map_err(SetupError::DetachOldRoot)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syscall::{Call, RecordingSyscall};
+
+    fn plan() -> MountPlan {
+        MountPlan {
+            new_root: PathBuf::from("/s/run1/root"),
+            scratch: PathBuf::from("/s/run1"),
+            overlays: vec![
+                OverlayMount {
+                    target: PathBuf::from("/home/u"),
+                    upper: PathBuf::from("/s/run1/up/0"),
+                    work: PathBuf::from("/s/run1/work/0"),
+                },
+                OverlayMount {
+                    target: PathBuf::from("/home/u/ws"),
+                    upper: PathBuf::from("/s/run1/up/1"),
+                    work: PathBuf::from("/s/run1/work/1"),
+                },
+            ],
+            binds: vec![ScratchBind {
+                source: PathBuf::from("/s/run1/tmp"),
+                target: PathBuf::from("/tmp"),
+            }],
+            shm: PathBuf::from("/s/run1/shm"),
+            network: false,
+        }
+    }
+
+    fn position(calls: &[Call], pred: impl Fn(&Call) -> bool) -> usize {
+        calls.iter().position(pred).expect("call missing")
+    }
+
+    #[test]
+    fn setup_order_is_isolating() {
+        let sys = RecordingSyscall::default();
+        enter_mirror(&sys, &plan()).expect("recording never fails");
+        let calls = sys.calls();
+
+        // unshare comes first, with an empty network namespace.
+        let Call::Unshare(flags) = &calls[0] else {
+            panic!("first call must be unshare, got {:?}", calls[0]);
+        };
+        assert!(flags.contains(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWNET));
+
+        // then propagation is made private, recursively, on "/", before any other mount.
+        assert_eq!(
+            calls[1],
+            Call::Mount {
+                source: None,
+                target: PathBuf::from("/"),
+                fstype: None,
+                flags: MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                data: None
+            }
+        );
+        // then the recursive bind, immediately made read-only recursively.
+        assert!(
+            matches!(&calls[2], Call::Mount { source: Some(s), flags, .. }
+            if s == Path::new("/") && flags.contains(MsFlags::MS_BIND | MsFlags::MS_REC))
+        );
+        assert_eq!(
+            calls[3],
+            Call::SetAttr(
+                PathBuf::from("/s/run1/root"),
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                true
+            )
+        );
+
+        // scratch binds before the overlays (a workspace under /tmp stays visible).
+        let tmp = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, .. } if target == Path::new("/s/run1/root/tmp")),
+        );
+        // overlays: $HOME before the workspace inside it, explicit options.
+        let home = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, .. } if target == Path::new("/s/run1/root/home/u")),
+        );
+        let ws = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, .. } if target == Path::new("/s/run1/root/home/u/ws")),
+        );
+        assert!(4 < tmp && tmp < home && home < ws);
+        let Call::Mount {
+            data: Some(data), ..
+        } = &calls[ws]
+        else {
+            panic!("overlay without options");
+        };
+        assert!(
+            data.ends_with("redirect_dir=off,metacopy=off,index=off"),
+            "{data}"
+        );
+
+        // proc is mounted before the pivot, /proc/sys made read-only after it.
+        let proc = position(
+            &calls,
+            |c| matches!(c, Call::Mount { fstype: Some(t), .. } if t == "proc"),
+        );
+        let sys_ro = position(
+            &calls,
+            |c| matches!(c, Call::SetAttr(p, a, _) if p.ends_with("proc/sys") && a & MOUNT_ATTR_RDONLY != 0),
+        );
+        assert_eq!(calls[4], Call::Detach(PathBuf::from("/s/run1/root/s/run1")));
+        let pivot = position(&calls, |c| matches!(c, Call::PivotRoot(..)));
+        let detach = position(
+            &calls,
+            |c| matches!(c, Call::Detach(p) if p == Path::new(".")),
+        );
+        assert!(ws < proc && proc < sys_ro && sys_ro < pivot && pivot < detach);
+        assert_eq!(calls[pivot - 1], Call::Chdir(PathBuf::from("/s/run1/root")));
+        assert_eq!(calls.last(), Some(&Call::Chdir(PathBuf::from("/"))));
+    }
+
+    #[test]
+    fn network_keeps_the_host_net_namespace() {
+        let sys = RecordingSyscall::default();
+        let mut p = plan();
+        p.network = true;
+        enter_mirror(&sys, &p).expect("recording never fails");
+        let Call::Unshare(flags) = &sys.calls()[0] else {
+            panic!("first call must be unshare");
+        };
+        assert!(!flags.contains(CloneFlags::CLONE_NEWNET));
+    }
+
+    #[test]
+    fn overlay_paths_with_separators_are_refused() {
+        let sys = RecordingSyscall::default();
+        let mut p = plan();
+        p.overlays[1].target = PathBuf::from("/home/u/a,b");
+        assert!(matches!(
+            enter_mirror(&sys, &p),
+            Err(SetupError::UnsupportedPath(_))
+        ));
+    }
+}

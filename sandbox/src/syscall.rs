@@ -1,0 +1,262 @@
+//! The narrow kernel interface the mirror setup uses, with a real and a recording implementation.
+//!
+//! Only the calls whose ORDER matters for isolation (unshare before mount, private propagation
+//! before binds, pivot_root before detaching the old root) go through this trait, so the order is
+//! unit-tested without root (the youki `Syscall` pattern). Everything else calls libc directly.
+
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags};
+use nix::sched::CloneFlags;
+use std::cell::RefCell;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// `mount_setattr(2)` attribute bits (linux/mount.h).
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+/// Ignore suid and sgid bits.
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+/// Disallow access to device special files.
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// Disallow program execution.
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// Kernel calls made while building the mirror's mount namespace.
+pub trait Syscall {
+    /// `unshare(2)`.
+    fn unshare(&self, flags: CloneFlags) -> Result<(), Errno>;
+    /// `mount(2)`.
+    fn mount(
+        &self,
+        source: Option<&Path>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: MsFlags,
+        data: Option<&str>,
+    ) -> Result<(), Errno>;
+    /// `mount_setattr(2)` setting `attr` on `target` (and below it when `recursive`).
+    fn mount_setattr(&self, target: &Path, attr: u64, recursive: bool) -> Result<(), Errno>;
+    /// `umount2(target, MNT_DETACH)`.
+    fn umount_detach(&self, target: &Path) -> Result<(), Errno>;
+    /// `pivot_root(2)`.
+    fn pivot_root(&self, new_root: &Path, put_old: &Path) -> Result<(), Errno>;
+    /// `chdir(2)`.
+    fn chdir(&self, path: &Path) -> Result<(), Errno>;
+    /// Create an empty regular file (a bind-mount target for a device node).
+    fn create_file(&self, path: &Path) -> Result<(), Errno>;
+    /// `mkdir(2)`.
+    fn mkdir(&self, path: &Path, mode: u32) -> Result<(), Errno>;
+    /// `symlink(2)`: `link` points at `target`.
+    fn symlink(&self, target: &Path, link: &Path) -> Result<(), Errno>;
+    /// `sethostname(2)`.
+    fn sethostname(&self, name: &str) -> Result<(), Errno>;
+}
+
+/// The real kernel.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealSyscall;
+
+/// `struct mount_attr` from linux/mount.h (not in every libc version).
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+fn cpath(path: &Path) -> Result<CString, Errno> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)
+}
+
+impl Syscall for RealSyscall {
+    fn unshare(&self, flags: CloneFlags) -> Result<(), Errno> {
+        nix::sched::unshare(flags)
+    }
+
+    fn mount(
+        &self,
+        source: Option<&Path>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: MsFlags,
+        data: Option<&str>,
+    ) -> Result<(), Errno> {
+        nix::mount::mount(source, target, fstype, flags, data)
+    }
+
+    fn mount_setattr(&self, target: &Path, attr: u64, recursive: bool) -> Result<(), Errno> {
+        let target = cpath(target)?;
+        let attr = MountAttr {
+            attr_set: attr,
+            attr_clr: 0,
+            propagation: 0,
+            userns_fd: 0,
+        };
+        let flags = if recursive { libc::AT_RECURSIVE } else { 0 };
+        // SAFETY: `target` is a NUL-terminated string and `attr` a properly sized, initialised
+        // `struct mount_attr` that both outlive the call; the kernel only reads them.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                flags,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Errno::last())
+        }
+    }
+
+    fn umount_detach(&self, target: &Path) -> Result<(), Errno> {
+        nix::mount::umount2(target, MntFlags::MNT_DETACH)
+    }
+
+    fn pivot_root(&self, new_root: &Path, put_old: &Path) -> Result<(), Errno> {
+        nix::unistd::pivot_root(new_root, put_old)
+    }
+
+    fn chdir(&self, path: &Path) -> Result<(), Errno> {
+        nix::unistd::chdir(path)
+    }
+
+    fn create_file(&self, path: &Path) -> Result<(), Errno> {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map(drop)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    }
+
+    fn mkdir(&self, path: &Path, mode: u32) -> Result<(), Errno> {
+        nix::unistd::mkdir(path, nix::sys::stat::Mode::from_bits_truncate(mode))
+    }
+
+    fn symlink(&self, target: &Path, link: &Path) -> Result<(), Errno> {
+        std::os::unix::fs::symlink(target, link)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    }
+
+    fn sethostname(&self, name: &str) -> Result<(), Errno> {
+        nix::unistd::sethostname(name)
+    }
+}
+
+/// One recorded kernel call (for the order test).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Call {
+    /// `unshare(flags)`.
+    Unshare(CloneFlags),
+    /// `mount(source, target, fstype, flags, data)`.
+    Mount {
+        /// Source path.
+        source: Option<PathBuf>,
+        /// Mount point.
+        target: PathBuf,
+        /// Filesystem type.
+        fstype: Option<String>,
+        /// Flags.
+        flags: MsFlags,
+        /// Options string.
+        data: Option<String>,
+    },
+    /// `mount_setattr(target, attr, recursive)`.
+    SetAttr(PathBuf, u64, bool),
+    /// `umount2(target, MNT_DETACH)`.
+    Detach(PathBuf),
+    /// `pivot_root(new, old)`.
+    PivotRoot(PathBuf, PathBuf),
+    /// `chdir(path)`.
+    Chdir(PathBuf),
+    /// create an empty file.
+    CreateFile(PathBuf),
+    /// `mkdir(path)`.
+    Mkdir(PathBuf),
+    /// `symlink(target, link)`.
+    Symlink(PathBuf, PathBuf),
+    /// `sethostname(name)`.
+    Hostname(String),
+}
+
+/// Records every call and succeeds; used only by the setup-order unit test.
+#[derive(Debug, Default)]
+pub struct RecordingSyscall {
+    calls: RefCell<Vec<Call>>,
+}
+
+impl RecordingSyscall {
+    /// The calls made so far, in order.
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.borrow().clone()
+    }
+
+    fn push(&self, call: Call) -> Result<(), Errno> {
+        self.calls.borrow_mut().push(call);
+        Ok(())
+    }
+}
+
+impl Syscall for RecordingSyscall {
+    fn unshare(&self, flags: CloneFlags) -> Result<(), Errno> {
+        self.push(Call::Unshare(flags))
+    }
+
+    fn mount(
+        &self,
+        source: Option<&Path>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: MsFlags,
+        data: Option<&str>,
+    ) -> Result<(), Errno> {
+        self.push(Call::Mount {
+            source: source.map(Path::to_path_buf),
+            target: target.to_path_buf(),
+            fstype: fstype.map(str::to_string),
+            flags,
+            data: data.map(str::to_string),
+        })
+    }
+
+    fn mount_setattr(&self, target: &Path, attr: u64, recursive: bool) -> Result<(), Errno> {
+        self.push(Call::SetAttr(target.to_path_buf(), attr, recursive))
+    }
+
+    fn umount_detach(&self, target: &Path) -> Result<(), Errno> {
+        self.push(Call::Detach(target.to_path_buf()))
+    }
+
+    fn pivot_root(&self, new_root: &Path, put_old: &Path) -> Result<(), Errno> {
+        self.push(Call::PivotRoot(
+            new_root.to_path_buf(),
+            put_old.to_path_buf(),
+        ))
+    }
+
+    fn chdir(&self, path: &Path) -> Result<(), Errno> {
+        self.push(Call::Chdir(path.to_path_buf()))
+    }
+
+    fn create_file(&self, path: &Path) -> Result<(), Errno> {
+        self.push(Call::CreateFile(path.to_path_buf()))
+    }
+
+    fn mkdir(&self, path: &Path, _mode: u32) -> Result<(), Errno> {
+        self.push(Call::Mkdir(path.to_path_buf()))
+    }
+
+    fn symlink(&self, target: &Path, link: &Path) -> Result<(), Errno> {
+        self.push(Call::Symlink(target.to_path_buf(), link.to_path_buf()))
+    }
+
+    fn sethostname(&self, name: &str) -> Result<(), Errno> {
+        self.push(Call::Hostname(name.to_string()))
+    }
+}

@@ -1,0 +1,259 @@
+//! The clean/dirty verdict of DESIGN.md, as a pure function of the run's outcome and config.
+
+use crate::config::RunConfig;
+use crate::model::{Area, Effect};
+use crate::tracked::Tracked;
+use std::path::{Path, PathBuf};
+
+/// What the command did, before judging.
+#[derive(Clone, Debug)]
+pub struct Outcome<'a> {
+    /// Exit code of `bash -c`.
+    pub exit: Option<i32>,
+    /// Terminating signal.
+    pub signal: Option<i32>,
+    /// Whether the timeout fired.
+    pub timed_out: bool,
+    /// All effects.
+    pub effects: &'a [Effect],
+}
+
+/// Workspace-relative paths whose tracked status matters (pre-existing paths that changed).
+pub fn paths_to_check(effects: &[Effect]) -> Vec<PathBuf> {
+    let mut paths = Vec::new();
+    for e in effects {
+        match e {
+            Effect::Modified {
+                area: Area::Workspace,
+                path,
+                ..
+            }
+            | Effect::MetadataChanged {
+                area: Area::Workspace,
+                path,
+                ..
+            }
+            | Effect::Deleted {
+                area: Area::Workspace,
+                path,
+                ..
+            }
+            | Effect::ReplacedDir {
+                area: Area::Workspace,
+                path,
+            }
+            | Effect::Replaced {
+                area: Area::Workspace,
+                path,
+                ..
+            }
+            | Effect::Renamed {
+                area: Area::Workspace,
+                from: path,
+                ..
+            } => paths.push(path.clone()),
+            _ => {}
+        }
+    }
+    paths
+}
+
+fn protected(cfg: &RunConfig, path: &Path) -> bool {
+    cfg.protected.iter().any(|p| path.starts_with(p))
+}
+
+fn under_extra(cfg: &RunConfig, abs: &Path) -> bool {
+    cfg.extra_writable.iter().any(|p| abs.starts_with(p))
+}
+
+/// Every reason the run is not clean; empty means clean.
+pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<String> {
+    let mut why = Vec::new();
+    if outcome.timed_out {
+        why.push(format!(
+            "timed out after {} s (everything in the run was killed)",
+            cfg.limits.timeout.as_secs_f64()
+        ));
+    }
+    if let Some(sig) = outcome.signal {
+        why.push(format!("killed by signal {sig}"));
+    }
+    match outcome.exit {
+        Some(0) => {}
+        Some(code) => why.push(format!("exit status {code}")),
+        None if outcome.timed_out || outcome.signal.is_some() => {}
+        None => why.push("no exit status".into()),
+    }
+    for e in outcome.effects {
+        let reason = match e {
+            Effect::LimitHit { .. } => Some("over a limit"),
+            Effect::BackgroundProcess { .. } => Some("left a background process"),
+            Effect::Network { allowed: false, .. } => Some("network attempted"),
+            Effect::Network { allowed: true, .. } => None,
+            Effect::Blocked { .. } => Some("refused by the syscall filter"),
+            _ => fs_reason(e, cfg, tracked),
+        };
+        if let Some(reason) = reason {
+            why.push(format!("{reason}: {e}"));
+        }
+    }
+    why
+}
+
+fn fs_reason(e: &Effect, cfg: &RunConfig, tracked: &Tracked) -> Option<&'static str> {
+    let (area, path) = e.location()?;
+    match area {
+        Area::Workspace => {
+            let from = match e {
+                Effect::Renamed { from, .. } => Some(from),
+                _ => None,
+            };
+            if !cfg.allow_protected
+                && (protected(cfg, path) || from.is_some_and(|f| protected(cfg, f)))
+            {
+                return Some("touched a protected path");
+            }
+            let check = match e {
+                Effect::Created { .. } => None,
+                Effect::Renamed { from, .. } => Some(from),
+                _ => Some(path),
+            };
+            match check {
+                Some(p) if !cfg.allow_tracked_changes && tracked.covers(p) => Some(match tracked {
+                    Tracked::Known(_) => "changed a file tracked by git",
+                    Tracked::Unknown(_) => "changed a pre-existing file (tracked status unknown)",
+                }),
+                _ => None,
+            }
+        }
+        Area::Home => {
+            let abs = cfg.home.as_deref().unwrap_or(Path::new("/")).join(path);
+            (!under_extra(cfg, &abs)).then_some("wrote outside the workspace")
+        }
+        Area::Scratch | Area::Extra => {
+            (!under_extra(cfg, path)).then_some("wrote outside the workspace")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HelperCommand;
+    use crate::model::FileKind;
+
+    fn cfg() -> RunConfig {
+        let mut c = RunConfig::new(
+            PathBuf::from("/ws"),
+            PathBuf::from("/state"),
+            HelperCommand {
+                program: PathBuf::from("/x"),
+                args: vec![],
+            },
+        );
+        c.home = Some(PathBuf::from("/home/u"));
+        c.extra_writable = vec![PathBuf::from("/home/u/.cargo")];
+        c
+    }
+
+    fn created(area: Area, p: &str) -> Effect {
+        Effect::Created {
+            area,
+            path: PathBuf::from(p),
+            kind: FileKind::File,
+            size: 1,
+        }
+    }
+    fn modified(p: &str) -> Effect {
+        Effect::Modified {
+            area: Area::Workspace,
+            path: PathBuf::from(p),
+            old_size: 1,
+            new_size: 2,
+        }
+    }
+
+    fn verdict(effects: &[Effect], tracked: &[&str]) -> Vec<String> {
+        let t = Tracked::Known(tracked.iter().map(PathBuf::from).collect());
+        judge(
+            &Outcome {
+                exit: Some(0),
+                signal: None,
+                timed_out: false,
+                effects,
+            },
+            &cfg(),
+            &t,
+        )
+    }
+
+    macro_rules! clean {
+        ($($e:expr),* ; tracked $($t:expr),*) => {
+            assert_eq!(verdict(&[$($e),*], &[$($t),*]), Vec::<String>::new());
+        };
+    }
+    macro_rules! dirty {
+        ($($e:expr),* ; tracked $($t:expr),* => $why:expr) => {
+            let why = verdict(&[$($e),*], &[$($t),*]);
+            assert!(why.iter().any(|w| w.contains($why)), "{why:?}");
+        };
+    }
+
+    #[test]
+    fn rules() {
+        clean!(; tracked "src/a.rs");
+        clean!(created(Area::Workspace, "target/x"); tracked "src/a.rs");
+        clean!(modified("target/x"); tracked "src/a.rs");
+        clean!(created(Area::Home, ".cargo/registry/x"); tracked);
+        dirty!(modified("src/a.rs"); tracked "src/a.rs" => "tracked by git");
+        dirty!(Effect::Deleted { area: Area::Workspace, path: "src".into(), kind: FileKind::Dir, size: 0 }; tracked "src/a.rs" => "tracked by git");
+        dirty!(created(Area::Workspace, ".git/hooks/pre-commit"); tracked => "protected");
+        dirty!(created(Area::Workspace, "CLAUDE_CMDS.md"); tracked => "protected");
+        dirty!(created(Area::Home, ".bashrc"); tracked => "outside the workspace");
+        dirty!(created(Area::Scratch, "/tmp/x"); tracked => "outside the workspace");
+        dirty!(Effect::Network { target: "inet 1.1.1.1:53".into(), allowed: false }; tracked => "network");
+        dirty!(Effect::BackgroundProcess { pid: 7, command: "sleep".into() }; tracked => "background");
+    }
+
+    #[test]
+    fn unknown_index_counts_pre_existing_files_as_tracked() {
+        let e = [modified("notes.txt"), created(Area::Workspace, "new.txt")];
+        let why = judge(
+            &Outcome {
+                exit: Some(0),
+                signal: None,
+                timed_out: false,
+                effects: &e,
+            },
+            &cfg(),
+            &Tracked::Unknown("not a git repository".into()),
+        );
+        assert_eq!(why.len(), 1, "{why:?}");
+    }
+
+    #[test]
+    fn failure_and_timeout_are_dirty() {
+        let why = judge(
+            &Outcome {
+                exit: Some(3),
+                signal: None,
+                timed_out: false,
+                effects: &[],
+            },
+            &cfg(),
+            &Tracked::Unknown(String::new()),
+        );
+        assert_eq!(why, vec!["exit status 3".to_string()]);
+        let why = judge(
+            &Outcome {
+                exit: None,
+                signal: None,
+                timed_out: true,
+                effects: &[],
+            },
+            &cfg(),
+            &Tracked::Unknown(String::new()),
+        );
+        assert!(why[0].starts_with("timed out"));
+    }
+}
