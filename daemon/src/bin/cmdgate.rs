@@ -1,13 +1,28 @@
 //! cmdgate: the operator CLI.
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 /// cmdgate: decide which shell commands an AI coding agent may run.
 #[derive(Parser)]
 #[command(version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+#[derive(Subcommand)]
+enum Command {
+    /// Sign or verify a tier map (CLAUDE_CMDS.md).
+    Tiermap(cmdgate_daemon::cli_tiermap::TiermapArgs),
+    /// Pin, list or unpin tier-map signing keys.
+    Trust(cmdgate_daemon::cli_trust::TrustArgs),
+}
+
+fn main() -> anyhow::Result<std::process::ExitCode> {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Tiermap(args)) => cmdgate_daemon::cli_tiermap::run(args),
+        Some(Command::Trust(args)) => cmdgate_daemon::cli_trust::run(args),
+        None => Ok(std::process::ExitCode::SUCCESS),
+    }
 }
