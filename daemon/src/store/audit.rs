@@ -1,0 +1,508 @@
+//! `command_audit`: one append-only, hash-chained row per request, outcome and notable event.
+//!
+//! Rows are never updated. An outcome (PostToolUse) is its own row that names its decision's row
+//! (`decision_id`, found by `tool_use_id`), so the chain stays a plain list: each row's `hash` is
+//! SHA-256 over the previous row's hash, the row's id, and the canonical JSON of its content.
+//! [`verify`] walks the chain; changing, inserting or deleting any row (except a truncated tail,
+//! which the caller detects by comparing with the last id it acknowledged) breaks it.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::StoreError;
+
+/// The hash the first row chains from.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// What a row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// A PreToolUse decision by the daemon.
+    Decision,
+    /// A PostToolUse / PostToolUseFailure outcome.
+    Outcome,
+    /// A read the hook allowed locally (ingested from its spool: a claim, not authority).
+    LocalAllow,
+    /// The operator's escape hatch was active for a call (from the spool).
+    EscapeHatch,
+    /// A connection from a peer that is not allowed on that socket.
+    RefusedPeer,
+    /// A tier map was accepted or rejected.
+    Tiermap,
+    /// A circuit breaker transition.
+    Breaker,
+    /// A learned allowlist promotion or demotion.
+    Learn,
+    /// An operator change to the rules.
+    Rule,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Decision => "decision",
+            Kind::Outcome => "outcome",
+            Kind::LocalAllow => "local_allow",
+            Kind::EscapeHatch => "escape_hatch",
+            Kind::RefusedPeer => "refused_peer",
+            Kind::Tiermap => "tiermap",
+            Kind::Breaker => "breaker",
+            Kind::Learn => "learn",
+            Kind::Rule => "rule",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        [
+            Kind::Decision,
+            Kind::Outcome,
+            Kind::LocalAllow,
+            Kind::EscapeHatch,
+            Kind::RefusedPeer,
+            Kind::Tiermap,
+            Kind::Breaker,
+            Kind::Learn,
+            Kind::Rule,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+/// The content of one row: everything DESIGN.md asks the audit to hold. Optional fields are `None`
+/// when they do not apply to the row's kind. JSON-valued fields are kept as their exact text so the
+/// hash recomputes byte for byte.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub at_ms: i64,
+    /// [`Kind::as_str`].
+    pub kind: String,
+    /// Claude Code's session: the breaker counts per session.
+    pub session: Option<String>,
+    pub agent_id: Option<String>,
+    pub agent_type: Option<String>,
+    pub permission_mode: Option<String>,
+    /// Joins a decision with its outcome.
+    pub tool_use_id: Option<String>,
+    pub cwd: Option<String>,
+    /// Canonical project root the decision was made for.
+    pub project: Option<String>,
+    pub tool: Option<String>,
+    /// The Bash command, or a one-line summary of another tool's target.
+    pub command: Option<String>,
+    /// The tool input as JSON, with long string values replaced by their length and hash.
+    pub tool_input: Option<String>,
+    /// Parsed parts (argv of each simple command) as JSON.
+    pub parts: Option<String>,
+    /// The strictest tier any part matched in the tier map (`read`, `sandbox`, `ask`, `deny`), or
+    /// `unknown`.
+    pub tier: Option<String>,
+    /// `allow` / `deny` / `ask`.
+    pub decision: Option<String>,
+    /// The deciding source (the wire's source name).
+    pub source: Option<String>,
+    /// The rule or evidence that decided.
+    pub rule: Option<String>,
+    pub reason: Option<String>,
+    pub tiermap_revision: Option<i64>,
+    /// The sandbox verdict and effects as JSON, when a test-run happened.
+    pub sandbox: Option<String>,
+    /// Time from receiving the request to committing this row, in microseconds.
+    pub latency_us: Option<i64>,
+    /// Outcome rows: did the real run succeed.
+    pub success: Option<bool>,
+    pub exit_code: Option<i64>,
+    pub interrupted: Option<bool>,
+    pub duration_ms: Option<i64>,
+    pub error: Option<String>,
+    /// Outcome rows: the decision row with the same `tool_use_id`, when there is one.
+    pub decision_id: Option<i64>,
+    /// The socket peer (`uid=.. gid=.. pid=..`).
+    pub peer: Option<String>,
+    /// Free text: why a peer was refused, what a tier map event was, an operator's note.
+    pub note: Option<String>,
+}
+
+/// A stored row: its id, content and chain links.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub id: i64,
+    #[serde(flatten)]
+    pub entry: Entry,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// The chain hash of a row.
+pub fn row_hash(prev_hash: &str, id: i64, entry: &Entry) -> String {
+    let content = serde_json::to_vec(entry).unwrap_or_default();
+    let mut h = Sha256::new();
+    h.update(prev_hash.as_bytes());
+    h.update(b"\n");
+    h.update(id.to_string().as_bytes());
+    h.update(b"\n");
+    h.update(&content);
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const COLUMNS: &str = "id, at_ms, kind, session, agent_id, agent_type, permission_mode, tool_use_id, cwd, project, \
+    tool, command, tool_input, parts, tier, decision, source, rule, reason, tiermap_revision, sandbox, latency_us, \
+    success, exit_code, interrupted, duration_ms, error, decision_id, peer, note, prev_hash, hash";
+
+/// Appends one row at the end of the chain; returns it. Runs inside the caller's transaction.
+pub fn append(conn: &Connection, entry: Entry) -> Result<AuditRow, StoreError> {
+    let last: Option<(i64, String)> = conn
+        .query_row(
+            "SELECT id, hash FROM command_audit ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let (id, prev_hash) = match last {
+        Some((id, hash)) => (id + 1, hash),
+        None => (1, GENESIS.to_owned()),
+    };
+    let hash = row_hash(&prev_hash, id, &entry);
+    let e = &entry;
+    conn.execute(
+        &format!("INSERT INTO command_audit ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
+         ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"),
+        params![
+            id,
+            e.at_ms,
+            e.kind,
+            e.session,
+            e.agent_id,
+            e.agent_type,
+            e.permission_mode,
+            e.tool_use_id,
+            e.cwd,
+            e.project,
+            e.tool,
+            e.command,
+            e.tool_input,
+            e.parts,
+            e.tier,
+            e.decision,
+            e.source,
+            e.rule,
+            e.reason,
+            e.tiermap_revision,
+            e.sandbox,
+            e.latency_us,
+            e.success,
+            e.exit_code,
+            e.interrupted,
+            e.duration_ms,
+            e.error,
+            e.decision_id,
+            e.peer,
+            e.note,
+            prev_hash,
+            hash,
+        ],
+    )?;
+    Ok(AuditRow {
+        id,
+        entry,
+        prev_hash,
+        hash,
+    })
+}
+
+fn from_row(r: &Row<'_>) -> rusqlite::Result<AuditRow> {
+    Ok(AuditRow {
+        id: r.get(0)?,
+        entry: Entry {
+            at_ms: r.get(1)?,
+            kind: r.get(2)?,
+            session: r.get(3)?,
+            agent_id: r.get(4)?,
+            agent_type: r.get(5)?,
+            permission_mode: r.get(6)?,
+            tool_use_id: r.get(7)?,
+            cwd: r.get(8)?,
+            project: r.get(9)?,
+            tool: r.get(10)?,
+            command: r.get(11)?,
+            tool_input: r.get(12)?,
+            parts: r.get(13)?,
+            tier: r.get(14)?,
+            decision: r.get(15)?,
+            source: r.get(16)?,
+            rule: r.get(17)?,
+            reason: r.get(18)?,
+            tiermap_revision: r.get(19)?,
+            sandbox: r.get(20)?,
+            latency_us: r.get(21)?,
+            success: r.get(22)?,
+            exit_code: r.get(23)?,
+            interrupted: r.get(24)?,
+            duration_ms: r.get(25)?,
+            error: r.get(26)?,
+            decision_id: r.get(27)?,
+            peer: r.get(28)?,
+            note: r.get(29)?,
+        },
+        prev_hash: r.get(30)?,
+        hash: r.get(31)?,
+    })
+}
+
+/// One row by id.
+pub fn get(conn: &Connection, id: i64) -> Result<Option<AuditRow>, StoreError> {
+    Ok(conn
+        .query_row(
+            &format!("SELECT {COLUMNS} FROM command_audit WHERE id = ?1"),
+            [id],
+            from_row,
+        )
+        .optional()?)
+}
+
+/// The decision row for a `tool_use_id` (the latest, if a hook retried).
+pub fn decision_for(conn: &Connection, tool_use_id: &str) -> Result<Option<i64>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT id FROM command_audit WHERE tool_use_id = ?1 AND kind IN ('decision', 'local_allow') \
+             ORDER BY id DESC LIMIT 1",
+            [tool_use_id],
+            |r| r.get(0),
+        )
+        .optional()?)
+}
+
+/// Outcome rows that name `decision_id`.
+pub fn outcomes_of(conn: &Connection, decision_id: i64) -> Result<Vec<AuditRow>, StoreError> {
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {COLUMNS} FROM command_audit WHERE decision_id = ?1 ORDER BY id"
+    ))?;
+    let rows = stmt
+        .query_map([decision_id], from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Filters for [`query`]; every field narrows, `None` does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Query {
+    /// Only rows with an id greater than this (`tail -f` polls with the last id it printed).
+    pub after_id: Option<i64>,
+    pub kind: Option<String>,
+    pub session: Option<String>,
+    pub project: Option<String>,
+    pub tool: Option<String>,
+    pub decision: Option<String>,
+    pub source: Option<String>,
+    /// Substring of the command.
+    pub contains: Option<String>,
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+    /// At most this many rows (default 50, at most 10 000).
+    pub limit: Option<u32>,
+    /// Newest rows (returned oldest first), as `tail` wants; else the oldest matching rows.
+    pub newest: bool,
+}
+
+/// Rows matching `q`, oldest first.
+pub fn query(conn: &Connection, q: &Query) -> Result<Vec<AuditRow>, StoreError> {
+    let mut clauses: Vec<String> = Vec::new();
+    let mut values: Vec<rusqlite::types::Value> = Vec::new();
+    let mut add = |clause: &str, v: rusqlite::types::Value| {
+        values.push(v);
+        clauses.push(clause.replace('?', &format!("?{}", values.len())));
+    };
+    use rusqlite::types::Value as V;
+    if let Some(v) = q.after_id {
+        add("id > ?", V::Integer(v));
+    }
+    for (col, v) in [
+        ("kind", &q.kind),
+        ("session", &q.session),
+        ("project", &q.project),
+        ("tool", &q.tool),
+        ("decision", &q.decision),
+        ("source", &q.source),
+    ] {
+        if let Some(v) = v {
+            add(&format!("{col} = ?"), V::Text(v.clone()));
+        }
+    }
+    if let Some(v) = &q.contains {
+        add("instr(command, ?) > 0", V::Text(v.clone()));
+    }
+    if let Some(v) = q.since_ms {
+        add("at_ms >= ?", V::Integer(v));
+    }
+    if let Some(v) = q.until_ms {
+        add("at_ms <= ?", V::Integer(v));
+    }
+    let filter = if clauses.is_empty() {
+        String::new()
+    } else {
+        format!("WHERE {}", clauses.join(" AND "))
+    };
+    let limit = q.limit.unwrap_or(50).clamp(1, 10_000);
+    let order = if q.newest { "DESC" } else { "ASC" };
+    let sql =
+        format!("SELECT {COLUMNS} FROM command_audit {filter} ORDER BY id {order} LIMIT {limit}");
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt
+        .query_map(rusqlite::params_from_iter(values), from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    if q.newest {
+        rows.reverse();
+    }
+    Ok(rows)
+}
+
+/// The result of walking the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainReport {
+    /// Rows checked.
+    pub rows: u64,
+    /// The last row's id and hash (compare with an earlier report to detect a truncated tail).
+    pub last_id: Option<i64>,
+    pub last_hash: String,
+    /// The first broken link, if any.
+    pub broken: Option<BrokenLink>,
+}
+
+/// Where and how the chain breaks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokenLink {
+    pub id: i64,
+    pub why: String,
+}
+
+impl ChainReport {
+    pub fn ok(&self) -> bool {
+        self.broken.is_none()
+    }
+}
+
+/// Walks the whole chain from the first row, recomputing every hash.
+pub fn verify(conn: &Connection) -> Result<ChainReport, StoreError> {
+    let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM command_audit ORDER BY id"))?;
+    let mut rows = stmt.query([])?;
+    let mut prev = GENESIS.to_owned();
+    let mut expected_id = 1;
+    let mut report = ChainReport {
+        rows: 0,
+        last_id: None,
+        last_hash: GENESIS.to_owned(),
+        broken: None,
+    };
+    while let Some(r) = rows.next()? {
+        let row = from_row(r)?;
+        let why = if row.id != expected_id {
+            Some(format!(
+                "row {expected_id} is missing (next row is {})",
+                row.id
+            ))
+        } else if row.prev_hash != prev {
+            Some(
+                "prev_hash does not match the previous row's hash (a row was removed or replaced)"
+                    .to_owned(),
+            )
+        } else if row_hash(&prev, row.id, &row.entry) != row.hash {
+            Some("content does not match its hash (the row was altered)".to_owned())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            report.broken = Some(BrokenLink { id: row.id, why });
+            return Ok(report);
+        }
+        report.rows += 1;
+        report.last_id = Some(row.id);
+        prev = row.hash.clone();
+        report.last_hash = row.hash;
+        expected_id += 1;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        for m in super::super::migrations::MIGRATIONS {
+            conn.execute_batch(m).unwrap();
+        }
+        conn
+    }
+
+    fn entry(cmd: &str) -> Entry {
+        Entry {
+            at_ms: 1,
+            kind: Kind::Decision.as_str().into(),
+            command: Some(cmd.into()),
+            decision: Some("deny".into()),
+            tiermap_revision: Some(3),
+            success: Some(false),
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn chain_verifies_and_detects_each_kind_of_tampering() {
+        let conn = db();
+        for c in ["a", "b", "c", "d"] {
+            append(&conn, entry(c)).unwrap();
+        }
+        let ok = verify(&conn).unwrap();
+        assert!(ok.ok(), "{ok:?}");
+        assert_eq!((ok.rows, ok.last_id), (4, Some(4)));
+        assert_eq!(get(&conn, 2).unwrap().unwrap().entry, entry("b"));
+
+        conn.execute(
+            "UPDATE command_audit SET decision = 'allow' WHERE id = 2",
+            [],
+        )
+        .unwrap();
+        let bad = verify(&conn).unwrap();
+        assert_eq!(bad.broken.unwrap().id, 2);
+        conn.execute(
+            "UPDATE command_audit SET decision = 'deny' WHERE id = 2",
+            [],
+        )
+        .unwrap();
+        assert!(verify(&conn).unwrap().ok());
+
+        conn.execute("DELETE FROM command_audit WHERE id = 3", [])
+            .unwrap();
+        let gap = verify(&conn).unwrap();
+        assert_eq!(gap.broken.unwrap().id, 4);
+    }
+
+    #[test]
+    fn query_filters_and_tails() {
+        let conn = db();
+        for c in ["ls", "rm x", "ls -la"] {
+            append(&conn, entry(c)).unwrap();
+        }
+        let q = Query {
+            contains: Some("ls".into()),
+            ..Query::default()
+        };
+        assert_eq!(query(&conn, &q).unwrap().len(), 2);
+        let tail = Query {
+            limit: Some(2),
+            newest: true,
+            ..Query::default()
+        };
+        let ids: Vec<i64> = query(&conn, &tail).unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(ids, vec![2, 3]);
+        let after = Query {
+            after_id: Some(2),
+            ..Query::default()
+        };
+        assert_eq!(query(&conn, &after).unwrap().len(), 1);
+    }
+}

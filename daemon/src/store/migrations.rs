@@ -1,0 +1,107 @@
+//! Versioned schema migrations for the store, applied in order and recorded in `user_version`.
+//!
+//! Each entry is applied once, inside one transaction together with the `user_version` bump, so a
+//! crash mid-migration leaves the previous version intact. Never edit a shipped entry: append one.
+
+/// The migrations, oldest first; `MIGRATIONS[i]` takes the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: the audit chain, rules with provenance, learning records, tier map revisions seen, breaker.
+    r#"
+    CREATE TABLE command_audit (
+        id               INTEGER PRIMARY KEY,
+        at_ms            INTEGER NOT NULL,
+        -- decision | outcome | local_allow | escape_hatch | refused_peer | tiermap | breaker | learn | rule
+        kind             TEXT NOT NULL,
+        session          TEXT,
+        agent_id         TEXT,
+        agent_type       TEXT,
+        permission_mode  TEXT,
+        tool_use_id      TEXT,
+        cwd              TEXT,
+        project          TEXT,
+        tool             TEXT,
+        command          TEXT,
+        tool_input       TEXT,
+        parts            TEXT,
+        tier             TEXT,
+        decision         TEXT,
+        source           TEXT,
+        rule             TEXT,
+        reason           TEXT,
+        tiermap_revision INTEGER,
+        sandbox          TEXT,
+        latency_us       INTEGER,
+        success          INTEGER,
+        exit_code        INTEGER,
+        interrupted      INTEGER,
+        duration_ms      INTEGER,
+        error            TEXT,
+        decision_id      INTEGER,
+        peer             TEXT,
+        note             TEXT,
+        prev_hash        TEXT NOT NULL,
+        hash             TEXT NOT NULL
+    );
+    CREATE INDEX command_audit_tool_use ON command_audit(tool_use_id);
+    CREATE INDEX command_audit_session ON command_audit(session);
+    CREATE INDEX command_audit_project ON command_audit(project, at_ms);
+
+    CREATE TABLE rules (
+        id          INTEGER PRIMARY KEY,
+        kind        TEXT NOT NULL,
+        project     TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        enabled     INTEGER NOT NULL DEFAULT 1,
+        note        TEXT,
+        created_ms  INTEGER NOT NULL,
+        created_by  TEXT NOT NULL,
+        provenance  TEXT NOT NULL DEFAULT '[]',
+        updated_ms  INTEGER NOT NULL
+    );
+    CREATE INDEX rules_lookup ON rules(project, key);
+
+    CREATE TABLE learn_records (
+        project     TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        record      TEXT NOT NULL,
+        updated_ms  INTEGER NOT NULL,
+        PRIMARY KEY (project, key)
+    );
+
+    CREATE TABLE tiermap_revisions (
+        project       TEXT NOT NULL,
+        key           TEXT NOT NULL,
+        revision      INTEGER NOT NULL,
+        content_hash  TEXT NOT NULL,
+        first_seen_ms INTEGER NOT NULL,
+        PRIMARY KEY (project, key)
+    );
+
+    CREATE TABLE breaker_state (
+        scope       TEXT PRIMARY KEY,
+        state       TEXT NOT NULL,
+        updated_ms  INTEGER NOT NULL
+    );
+
+    CREATE TABLE breaker_events (
+        id          INTEGER PRIMARY KEY,
+        at_ms       INTEGER NOT NULL,
+        scope       TEXT NOT NULL,
+        transition  TEXT NOT NULL,
+        audit_id    INTEGER
+    );
+    "#,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_migration_applies_to_an_empty_database() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for m in MIGRATIONS {
+            conn.execute_batch(m).unwrap();
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The store: SQLite (bundled, WAL) under the data dir, with versioned migrations, holding the
+//! hash-chained `command_audit`, rules, learning records, tier map revisions seen and breaker state.
+//!
+//! All writes go through one writer thread that owns the write connection and commits in groups:
+//! it takes every job queued while the previous commit ran, runs each in its own savepoint (a failing
+//! job rolls back alone), commits once, and only then answers each job. A decision is therefore
+//! answered only after its audit row is durable. Reads use their own connection (WAL lets them run
+//! beside the writer).
+
+pub mod audit;
+pub mod migrations;
+pub mod state;
+
+use std::fs::{DirBuilder, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
+
+/// The database file name inside the data dir.
+pub const DB_FILE: &str = "cmdgate.db";
+
+/// Most jobs committed in one transaction.
+const MAX_GROUP: usize = 512;
+
+/// Store failures. Every one of them ends a request in deny.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("failed to prepare the store directory {path}")]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the store was written by a newer cmdgate (schema {found}, this build knows {known})")]
+    TooNew { found: i64, known: usize },
+    #[error("store content is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the commit failed: {0}")]
+    Commit(String),
+    #[error("the store writer has stopped")]
+    WriterGone,
+    #[error("the store reader failed: {0}")]
+    Reader(String),
+}
+
+/// Opens (creating if needed, mode 0600 in a 0700 dir) and migrates the database.
+pub fn open_db(path: &Path) -> Result<Connection, StoreError> {
+    if let Some(dir) = path.parent() {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|source| StoreError::Dir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+    }
+    // Create the file with a tight mode before SQLite does (it would use the umask).
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| StoreError::Dir {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let mut conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: an acknowledged decision survives a power cut too, not only a daemon crash.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Applies the pending migrations, each in its own transaction with its `user_version` bump.
+pub fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let current: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current > migrations::MIGRATIONS.len() as i64 {
+        return Err(StoreError::TooNew {
+            found: current,
+            known: migrations::MIGRATIONS.len(),
+        });
+    }
+    for (i, sql) in migrations::MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(current.max(0) as usize)
+    {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+/// A read-only connection (for the CLI's offline `audit verify`, and the daemon's readers).
+pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(conn)
+}
+
+type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
+
+/// One queued write: run inside a savepoint (then answered after the commit), or failed unrun.
+trait Job: Send {
+    /// Runs the work; `true` keeps its changes. The completion answers the caller after the commit.
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Completion);
+    /// Answers the caller without running (the transaction could not start).
+    fn fail(self: Box<Self>, why: String);
+}
+
+struct WriteJob<T, F> {
+    f: F,
+    done: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> Job for WriteJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(self: Box<Self>, conn: &Connection) -> (bool, Completion) {
+        let WriteJob { f, done } = *self;
+        let result = f(conn);
+        let ok = result.is_ok();
+        let completion: Completion = Box::new(move |commit| {
+            let _ = done.send(match commit {
+                Ok(()) => result,
+                Err(e) => Err(StoreError::Commit(e)),
+            });
+        });
+        (ok, completion)
+    }
+
+    fn fail(self: Box<Self>, why: String) {
+        let _ = self.done.send(Err(StoreError::Commit(why)));
+    }
+}
+
+enum Msg {
+    Job(Box<dyn Job>),
+    /// Finish what was queued before this, then stop.
+    Stop(oneshot::Sender<()>),
+}
+
+/// The store as the daemon uses it: a group-committing writer and a reader. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    tx: mpsc::Sender<Msg>,
+    reader: Arc<Mutex<Connection>>,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens the database and starts the writer thread.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let writer = open_db(path)?;
+        let reader = Connection::open(path)?;
+        reader.busy_timeout(std::time::Duration::from_secs(5))?;
+        let (tx, rx) = mpsc::channel(8192);
+        std::thread::Builder::new()
+            .name("cmdgate-store".into())
+            .spawn(move || writer_loop(writer, rx))
+            .map_err(|e| StoreError::Commit(format!("cannot start the writer thread: {e}")))?;
+        Ok(Store {
+            tx,
+            reader: Arc::new(Mutex::new(reader)),
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` in the writer's next group; resolves after the group committed.
+    pub async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (done, wait) = oneshot::channel::<Result<T, StoreError>>();
+        let job: Box<dyn Job> = Box::new(WriteJob { f, done });
+        self.tx
+            .send(Msg::Job(job))
+            .await
+            .map_err(|_| StoreError::WriterGone)?;
+        wait.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Appends one audit row; resolves after it is committed.
+    pub async fn append(&self, entry: audit::Entry) -> Result<audit::AuditRow, StoreError> {
+        self.write(move |conn| audit::append(conn, entry)).await
+    }
+
+    /// Runs a read on the reader connection, off the async threads.
+    pub async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let reader = self.reader.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = reader
+                .lock()
+                .map_err(|_| StoreError::Reader("reader lock poisoned".into()))?;
+            f(&conn)
+        })
+        .await
+        .map_err(|e| StoreError::Reader(e.to_string()))?
+    }
+
+    /// Commits everything queued so far and stops the writer. Later writes fail (and deny).
+    pub async fn close(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.tx.send(Msg::Stop(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Msg>) {
+    let mut stop: Option<oneshot::Sender<()>> = None;
+    while stop.is_none() {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut jobs: Vec<Box<dyn Job>> = Vec::new();
+        match first {
+            Msg::Job(j) => jobs.push(j),
+            Msg::Stop(s) => stop = Some(s),
+        }
+        while stop.is_none() && jobs.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(Msg::Job(j)) => jobs.push(j),
+                Ok(Msg::Stop(s)) => stop = Some(s),
+                Err(_) => break,
+            }
+        }
+        if !jobs.is_empty() {
+            run_group(&mut conn, jobs);
+        }
+    }
+    if let Some(s) = stop {
+        let _ = s.send(());
+    }
+}
+
+fn run_group(conn: &mut Connection, jobs: Vec<Box<dyn Job>>) {
+    let mut tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(e) => {
+            for job in jobs {
+                job.fail(format!("begin: {e}"));
+            }
+            return;
+        }
+    };
+    let mut completions: Vec<Completion> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let sp = match tx.savepoint() {
+            Ok(sp) => sp,
+            Err(e) => {
+                job.fail(format!("savepoint: {e}"));
+                continue;
+            }
+        };
+        let (ok, completion) = job.run(&sp);
+        if ok {
+            if let Err(e) = sp.commit() {
+                // The job's work is lost: say so rather than claim success.
+                completion(Err(format!("savepoint: {e}")));
+                continue;
+            }
+        }
+        completions.push(completion);
+    }
+    let commit = tx.commit().map_err(|e| e.to_string());
+    for c in completions {
+        c(commit.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_appends_commit_in_groups_and_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
+        let mut handles = Vec::new();
+        for i in 0..200 {
+            let s = store.clone();
+            handles.push(tokio::spawn(async move {
+                s.append(audit::Entry {
+                    at_ms: i,
+                    kind: "decision".into(),
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .id
+            }));
+        }
+        let mut ids = Vec::new();
+        for h in handles {
+            ids.push(h.await.unwrap());
+        }
+        ids.sort();
+        assert_eq!(ids, (1..=200).collect::<Vec<_>>());
+        let report = store.read(audit::verify).await.unwrap();
+        assert!(report.ok());
+        assert_eq!(report.rows, 200);
+        store.close().await;
+        assert!(matches!(
+            store.append(audit::Entry::default()).await,
+            Err(StoreError::WriterGone)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_failing_job_rolls_back_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
+        let bad = store.write(|c| {
+            audit::append(
+                c,
+                audit::Entry {
+                    kind: "decision".into(),
+                    ..Default::default()
+                },
+            )?;
+            Err::<(), _>(StoreError::Corrupt("boom".into()))
+        });
+        let good = store.append(audit::Entry {
+            kind: "outcome".into(),
+            ..Default::default()
+        });
+        let (bad, good) = tokio::join!(bad, good);
+        assert!(bad.is_err());
+        assert_eq!(good.unwrap().id, 1);
+        assert_eq!(store.read(audit::verify).await.unwrap().rows, 1);
+    }
+
+    #[test]
+    fn reopening_keeps_the_schema_and_refuses_newer_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(DB_FILE);
+        drop(open_db(&path).unwrap());
+        let conn = open_db(&path).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        assert!(matches!(
+            open_db(&path),
+            Err(StoreError::TooNew { found: 99, .. })
+        ));
+        let mode = std::fs::metadata(&path).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o600
+        );
+    }
+}
