@@ -1,4 +1,6 @@
 //! cmdgate-daemon: the routing daemon `cmdgated` and the operator CLI `cmdgate`.
-
+pub mod cli_tiermap;
+pub mod cli_trust;
+pub mod signing;
 pub mod clock;
 pub mod store;
