@@ -1,7 +1,7 @@
 //! Vault / OpenBao transit: sign a tier map with an ed25519 transit key, fetch its public keys.
 //!
 //! What is signed is `cmdgate_policy::tiermap::signing_message(text)`: a domain-separated SHA-256
-//! digest of the canonical bytes (70 bytes whatever the map's size, so Vault's request size limits
+//! digest of the canonical bytes (90 bytes whatever the map's size, so Vault's request size limits
 //! never matter, and the key never signs raw project bytes). Transit's ed25519 signs its input as
 //! is; `prehashed` and `signature_algorithm` are ignored for ed25519, so they are not sent.
 //!
