@@ -4,3 +4,5 @@ pub mod cli_trust;
 pub mod signing;
 pub mod clock;
 pub mod store;
+
+pub mod cli_sandbox;

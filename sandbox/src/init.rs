@@ -571,6 +571,15 @@ fn leftovers() -> Vec<Effect> {
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join(" ");
+        let command = if command.is_empty() {
+            // No cmdline (exiting, or between fork and exec): fall back to the comm name.
+            stat.split_once(" (")
+                .and_then(|(_, r)| r.rsplit_once(") "))
+                .map(|(comm, _)| format!("[{comm}]"))
+                .unwrap_or_default()
+        } else {
+            command
+        };
         out.push(Effect::BackgroundProcess { pid, command });
     }
     out.sort_by_key(|e| match e {

@@ -16,6 +16,8 @@ enum Command {
     Tiermap(cmdgate_daemon::cli_tiermap::TiermapArgs),
     /// Pin, list or unpin tier-map signing keys.
     Trust(cmdgate_daemon::cli_trust::TrustArgs),
+    /// Test-run commands in the container mirror.
+    Sandbox(cmdgate_daemon::cli_sandbox::SandboxArgs),
 }
 
 fn main() -> anyhow::Result<std::process::ExitCode> {
@@ -23,6 +25,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     match cli.command {
         Some(Command::Tiermap(args)) => cmdgate_daemon::cli_tiermap::run(args),
         Some(Command::Trust(args)) => cmdgate_daemon::cli_trust::run(args),
+        Some(Command::Sandbox(args)) => cmdgate_daemon::cli_sandbox::main(args),
         None => Ok(std::process::ExitCode::SUCCESS),
     }
 }
