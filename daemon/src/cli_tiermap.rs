@@ -1,12 +1,13 @@
 //! `cmdgate tiermap sign | verify`: sign a `CLAUDE_CMDS.md` with Vault transit (or the development
 //! key), and check one against the pinned keys.
 
+use crate::signing::revision::Ledger;
 use crate::signing::{
     self, files, sign_file, SignConfig, Signer, TlsVerify, Transit, VaultConfig,
     DEFAULT_TRANSIT_MOUNT,
 };
 use anyhow::Context as _;
-use cmdgate_policy::tiermap::{self, verify, Trailer, VerifyError};
+use cmdgate_policy::tiermap::{self, check_revision, verify, ReplayError, Trailer, VerifyError};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -165,34 +166,68 @@ pub fn error_kind(e: &VerifyError) -> &'static str {
     }
 }
 
+/// Why `verify` rejected a map: a signature problem, or a replay this machine can tell.
+enum Rejection {
+    /// The signature or map check failed.
+    Verify(VerifyError),
+    /// Validly signed, but older than (or a different map at the same revision as) what was signed
+    /// for this path on this machine.
+    Replay(ReplayError),
+}
+
+impl Rejection {
+    fn kind(&self) -> &'static str {
+        match self {
+            Rejection::Verify(e) => error_kind(e),
+            Rejection::Replay(ReplayError::Rollback { .. }) => "rollback",
+            Rejection::Replay(ReplayError::RevisionReused { .. }) => "revision_reused",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Rejection::Verify(e) => e.to_string(),
+            Rejection::Replay(e) => format!("{e} (per the signing ledger on this machine)"),
+        }
+    }
+}
+
 fn run_verify(args: VerifyArgs, config_dir: &Path) -> anyhow::Result<ExitCode> {
     let shown = args.path.display().to_string();
     let text = files::read_text(&args.path)?.with_context(|| format!("{shown} does not exist"))?;
     let keys_path = signing::trusted_keys_path(config_dir);
     let keys = signing::load_pinned_keys(&keys_path)?;
-    let result = verify(&text, &keys);
+    let mut result = verify(&text, &keys).map_err(Rejection::Verify);
+    // A replay check against what this machine signed (the daemon does its own against what it
+    // accepted). A missing or unreadable ledger checks nothing.
+    if let Ok(v) = &result {
+        let ledger = Ledger::load(config_dir).unwrap_or_default();
+        let seen = std::fs::canonicalize(&args.path)
+            .ok()
+            .and_then(|abs| ledger.get(&abs).copied());
+        if let Err(e) = check_revision(v.revision, &v.content_hash, seen.as_ref()) {
+            result = Err(Rejection::Replay(e));
+        }
+    }
     // Every diagnostic of the map itself, signed or not, so one run shows everything to fix.
-    let diagnostics: Vec<_> = match tiermap::parse(&text) {
+    let parsed = tiermap::parse(&text);
+    let diagnostics: Vec<_> = match &parsed {
         Ok(_) => Vec::new(),
-        Err(d) => d.into_iter().map(|d| d.in_file(&shown)).collect(),
+        Err(d) => d.iter().map(|d| d.clone().in_file(&shown)).collect(),
     };
     let trailer = text
         .lines()
         .rev()
         .find(|l| !l.trim().is_empty())
         .and_then(|l| Trailer::parse(l.trim_end_matches('\r')).ok());
-    let revision = match &result {
-        Ok(v) => Some(v.revision),
-        Err(_) => tiermap::parse(&text).ok().map(|m| m.revision),
-    };
+    let revision = parsed.as_ref().ok().map(|m| m.revision);
     let content_hash = tiermap::content_hash(&text).to_string();
+    let (key, key_version) = match &trailer {
+        Some(t) => (Some(t.key.clone()), Some(t.version)),
+        None => (None, None),
+    };
 
     if args.json {
-        let (key, key_version) = match (&result, &trailer) {
-            (Ok(v), _) => (Some(v.key.clone()), Some(v.key_version)),
-            (Err(_), Some(t)) => (Some(t.key.clone()), Some(t.version)),
-            (Err(_), None) => (None, None),
-        };
         let out = json!({
             "path": shown,
             "valid": result.is_ok(),
@@ -202,8 +237,8 @@ fn run_verify(args: VerifyArgs, config_dir: &Path) -> anyhow::Result<ExitCode> {
             "content_hash": content_hash,
             "trusted_keys": keys_path.display().to_string(),
             "error": result.as_ref().err().map(|e| json!({
-                "kind": error_kind(e),
-                "message": e.to_string(),
+                "kind": e.kind(),
+                "message": e.message(),
             })),
             "diagnostics": diagnostics.iter().map(|d| json!({
                 "file": d.file, "line": d.line, "message": d.message,
@@ -217,12 +252,12 @@ fn run_verify(args: VerifyArgs, config_dir: &Path) -> anyhow::Result<ExitCode> {
                 v.revision, v.key, v.key_version, v.content_hash
             ),
             Err(e) => {
-                println!("{shown}: NOT valid ({}): {e}", error_kind(e));
+                println!("{shown}: NOT valid ({}): {}", e.kind(), e.message());
                 if let Some(r) = revision {
                     println!("  revision {r}");
                 }
-                if let Some(t) = &trailer {
-                    println!("  trailer names key `{}` v{}", t.key, t.version);
+                if let (Some(k), Some(v)) = (&key, key_version) {
+                    println!("  trailer names key `{k}` v{v}");
                 }
                 println!("  pinned keys: {}", keys_path.display());
             }

@@ -654,10 +654,25 @@ fn cli_dev_signer_and_revision_supersedes_what_was_signed_before() {
     assert!(ok, "{v}");
     assert_eq!(v["key"], "cmdgate-dev");
 
+    // An older validly signed copy put back: `verify` flags the replay against this machine's
+    // signing ledger (the daemon does the same against what it accepted).
+    let signed_5 = fs::read_to_string(&map).unwrap();
+    fs::write(&map, map_with_revision(7)).unwrap();
+    let o = cmdgate(home, None, &["tiermap", "sign", "--dev", map_s]);
+    assert!(
+        stdout(&o).contains("revision 7 (unchanged)"),
+        "{}",
+        stdout(&o)
+    );
+    fs::write(&map, &signed_5).unwrap();
+    let (ok, v) = verify_json(home, &map);
+    assert!(!ok);
+    assert_eq!(error_kind(&v), "rollback", "{v}");
+
     // An older unsigned copy put back over the map: signing goes above what was signed here.
     fs::write(&map, map_with_revision(2)).unwrap();
     let o = cmdgate(home, None, &["tiermap", "sign", "--dev", map_s]);
-    assert!(stdout(&o).contains("revision 6 (was 2)"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("revision 8 (was 2)"), "{}", stdout(&o));
 
     // An invalid map is not signed, and every diagnostic is shown.
     let broken = edit(
