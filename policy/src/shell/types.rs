@@ -16,7 +16,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_len: 64 * 1024, max_depth: 16, max_commands: 512 }
+        Limits {
+            max_len: 64 * 1024,
+            max_depth: 16,
+            max_commands: 512,
+        }
     }
 }
 
@@ -74,7 +78,9 @@ pub struct SimpleCommand {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", content = "text", rename_all = "snake_case")]
 pub enum Word {
-    /// Quote removal done; the exact string the program receives.
+    /// Quote removal done; the exact string the program receives. One exception: an unquoted
+    /// leading `~` (alone or `~/…`) is kept as `~`, for the consumer to resolve against the home
+    /// directory it knows (the analyzer has none).
     Static(String),
     /// Contains `$VAR`, `$( )`, globs, `~user`, arithmetic, ...: the raw source text.
     Dynamic(String),
@@ -152,4 +158,26 @@ pub enum Context {
     FunctionBody,
     /// Re-entered from `bash -c`, `sh -c`, `eval`, or a heredoc / here-string fed to a shell.
     Reentered,
+}
+
+impl Word {
+    /// The value when it is fully known.
+    pub fn as_static(&self) -> Option<&str> {
+        match self {
+            Word::Static(s) => Some(s),
+            Word::Dynamic(_) => None,
+        }
+    }
+
+    /// The static value, or the raw source text of a dynamic word.
+    pub fn text(&self) -> &str {
+        match self {
+            Word::Static(s) | Word::Dynamic(s) => s,
+        }
+    }
+
+    /// True for [`Word::Dynamic`].
+    pub fn is_dynamic(&self) -> bool {
+        matches!(self, Word::Dynamic(_))
+    }
 }

@@ -1,0 +1,205 @@
+//! Secret paths: which arguments name a file whose contents must not reach the model.
+//!
+//! A pattern starting with `~/` or `/` is anchored: it covers that path and everything under it,
+//! each component may use `*` and `?`. Any other pattern is a file-name pattern matched against every
+//! component of a path (`.env`, `*.pem`, `id_rsa*`). Paths that are globs are treated as every file
+//! they could match. Symlinks cannot be seen without IO: a link to a secret is not caught.
+
+/// The default secret list: credentials, private keys, tokens and password databases.
+pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
+    "~/.ssh",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.config/hub",
+    "~/.gnupg",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    "~/.kube/config",
+    "~/.docker/config.json",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.npmrc",
+    "~/.pypirc",
+    "~/.vault-token",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.terraform.d/credentials.tfrc.json",
+    "~/.bash_history",
+    "~/.zsh_history",
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/sudoers",
+    "/etc/ssh/ssh_host_*_key",
+    "/proc/*/environ",
+    "/root",
+    ".env",
+    ".env.*",
+    ".envrc",
+    ".netrc",
+    ".git-credentials",
+    ".pgpass",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.kdbx",
+    "*.ppk",
+    "id_rsa",
+    "id_dsa",
+    "id_ecdsa",
+    "id_ecdsa_sk",
+    "id_ed25519",
+    "id_ed25519_sk",
+];
+
+/// A compiled secret list for one home directory.
+#[derive(Debug, Clone)]
+pub struct SecretPaths {
+    /// Anchored patterns as absolute components (`~` already replaced by the home directory).
+    anchored: Vec<Vec<String>>,
+    /// The part of each anchored pattern below the home directory (or all of it for `/…`
+    /// patterns): found anywhere inside an argument, it is a secret even when the argument is
+    /// relative to a directory we do not know (`../.ssh/id_rsa`).
+    tails: Vec<Vec<String>>,
+    /// File-name patterns matched against every component.
+    names: Vec<String>,
+}
+
+impl SecretPaths {
+    /// Compile `patterns` (see the module docs) for the home directory `home`.
+    pub fn new<S: AsRef<str>>(patterns: &[S], home: &str) -> SecretPaths {
+        let mut out = SecretPaths {
+            anchored: Vec::new(),
+            tails: Vec::new(),
+            names: Vec::new(),
+        };
+        let home_comps = components(home);
+        for p in patterns {
+            let p = p.as_ref();
+            if let Some(rest) = p.strip_prefix("~/") {
+                let tail = components(rest);
+                let mut full = home_comps.clone();
+                full.extend(tail.iter().cloned());
+                out.anchored.push(full);
+                out.tails.push(tail);
+            } else if p.starts_with('/') {
+                let full = components(p);
+                out.tails.push(full.clone());
+                out.anchored.push(full);
+            } else if !p.is_empty() {
+                out.names.push(p.to_owned());
+            }
+        }
+        out
+    }
+
+    /// Does `path` (a file name, `~` already expanded, relative to each of `cwds`, or to an unknown
+    /// directory when `cwds` is empty) name a secret? With `glob`, `*` and `?` in `path` are
+    /// wildcards and the question is whether any file it matches could be a secret.
+    pub fn matches(&self, path: &str, cwds: &[String], glob: bool) -> bool {
+        let may_match = |a: &str, b: &str| may_match(a, b, glob);
+        let prefix_matches = |path: &[String], pattern: &[String]| {
+            path.len() >= pattern.len() && pattern.iter().zip(path).all(|(p, c)| may_match(c, p))
+        };
+        let contains_run = |path: &[String], run: &[String]| {
+            !run.is_empty()
+                && path
+                    .windows(run.len())
+                    .any(|w| w.iter().zip(run).all(|(c, p)| may_match(c, p)))
+        };
+        let own = components(path);
+        if own
+            .iter()
+            .any(|c| self.names.iter().any(|n| may_match(c, n)))
+        {
+            return true;
+        }
+        if self.tails.iter().any(|t| contains_run(&own, t)) {
+            return true;
+        }
+        let check = |abs: Vec<String>| {
+            let abs = normalize(abs);
+            self.anchored.iter().any(|a| prefix_matches(&abs, a))
+                || abs
+                    .iter()
+                    .any(|c| self.names.iter().any(|n| may_match(c, n)))
+        };
+        if path.starts_with('/') {
+            return check(own);
+        }
+        cwds.iter().any(|cwd| {
+            let mut abs = components(cwd);
+            abs.extend(own.iter().cloned());
+            check(abs)
+        })
+    }
+}
+
+fn components(p: &str) -> Vec<String> {
+    p.split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Resolve `..` lexically.
+fn normalize(comps: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(comps.len());
+    for c in comps {
+        if c == ".." {
+            out.pop();
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Could some file name match both `a` and the secret pattern `b`? `b` may contain `*` and `?`;
+/// so may `a` when `a_glob` (other glob syntax — `[…]`, `{…}` — was widened to these before),
+/// otherwise `a` is a literal name. A wildcard at the start of a component does not match a
+/// leading dot, as in bash without `dotglob`.
+pub(crate) fn may_match(a: &str, b: &str, a_glob: bool) -> bool {
+    let a = a.as_bytes();
+    let b = b.as_bytes();
+    let wild = |c: u8| c == b'*' || c == b'?';
+    if let (Some(&x), Some(&y)) = (a.first(), b.first()) {
+        if (a_glob && wild(x) && y == b'.') || (wild(y) && x == b'.') {
+            return false;
+        }
+    }
+    let a_wild = a_glob && a.iter().any(|&c| wild(c));
+    if !a_wild && !b.iter().any(|&c| wild(c)) {
+        return a == b;
+    }
+    // dp[i][j]: can a[i..] and b[j..] match a common string? Filled from the ends, iteratively
+    // (no recursion: an argument may be tens of kilobytes long).
+    let w = b.len() + 1;
+    let mut dp = vec![false; (a.len() + 1) * w];
+    for i in (0..=a.len()).rev() {
+        for j in (0..=b.len()).rev() {
+            let at = |i: usize, j: usize| dp[i * w + j];
+            let r = if i == a.len() && j == b.len() {
+                true
+            } else if a_glob && i < a.len() && a[i] == b'*' {
+                at(i + 1, j) || (j < b.len() && at(i, j + 1))
+            } else if j < b.len() && b[j] == b'*' {
+                at(i, j + 1) || (i < a.len() && at(i + 1, j))
+            } else if i < a.len() && j < b.len() {
+                (a[i] == b[j] || (a_glob && a[i] == b'?') || b[j] == b'?') && at(i + 1, j + 1)
+            } else {
+                false
+            };
+            dp[i * w + j] = r;
+        }
+    }
+    dp[0]
+}
