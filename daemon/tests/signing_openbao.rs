@@ -371,6 +371,16 @@ fn sign_file_with_vault_unreachable_leaves_the_file_byte_identical() {
 
 /// Runs `cmdgate` with a private config dir and (optionally) a Vault address and token.
 fn cmdgate(home: &Path, vault: Option<(&str, &str)>, args: &[&str]) -> Output {
+    cmdgate_env(home, vault, &[], args)
+}
+
+/// [`cmdgate`] with extra environment variables.
+fn cmdgate_env(
+    home: &Path,
+    vault: Option<(&str, &str)>,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cmdgate"));
     c.args(args)
         .env("HOME", home)
@@ -390,6 +400,7 @@ fn cmdgate(home: &Path, vault: Option<(&str, &str)>, args: &[&str]) -> Output {
     if let Some((addr, token)) = vault {
         c.env("VAULT_ADDR", addr).env("VAULT_TOKEN", token);
     }
+    c.envs(env.iter().copied());
     c.output().expect("run cmdgate")
 }
 
@@ -694,5 +705,56 @@ fn cli_dev_signer_and_revision_supersedes_what_was_signed_before() {
     assert!(
         v["diagnostics"].as_array().is_some_and(|d| !d.is_empty()),
         "{v}"
+    );
+}
+
+#[test]
+fn cli_tls_checks_the_certificate_unless_told_otherwise() {
+    let bao = Bao::start_tls();
+    bao.create_key(KEY, "ed25519");
+    let ca = bao.ca_cert.clone().unwrap();
+    let ca_s = ca.to_str().unwrap();
+    let vault = Some((bao.addr.as_str(), bao.token.as_str()));
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let map = home.join("CLAUDE_CMDS.md");
+    let map_s = map.to_str().unwrap();
+    fs::write(&map, starter_map()).unwrap();
+    let sign = ["tiermap", "sign", map_s, "--key", KEY];
+
+    // An unknown CA is refused, also when VAULT_SKIP_VERIFY asks otherwise (never read).
+    let o = cmdgate_env(home, vault, &[("VAULT_SKIP_VERIFY", "true")], &sign);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("cannot reach Vault at https://"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("UnknownIssuer"), "{}", stderr(&o));
+    assert_eq!(fs::read_to_string(&map).unwrap(), starter_map());
+
+    // The CA from --ca-cert or VAULT_CACERT.
+    let o = cmdgate(home, vault, &[&sign[..], &["--ca-cert", ca_s]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cmdgate_env(
+        home,
+        vault,
+        &[("VAULT_CACERT", ca_s)],
+        &["trust", "add", "--vault", "--key", KEY],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(verify_json(home, &map).0);
+
+    // The explicit, loudly labelled insecure flag.
+    let o = cmdgate(
+        home,
+        vault,
+        &[&sign[..], &["--insecure-skip-tls-verify"]].concat(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("TLS certificate checking is OFF"),
+        "{}",
+        stderr(&o)
     );
 }

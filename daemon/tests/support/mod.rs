@@ -79,13 +79,25 @@ pub struct Bao {
     pub addr: String,
     /// The dev server's root token (random per server).
     pub token: String,
+    /// The CA certificate of a TLS dev server (`-dev-tls`), `None` for plain HTTP.
+    pub ca_cert: Option<PathBuf>,
     /// Holds the server log.
     dir: tempfile::TempDir,
 }
 
 impl Bao {
-    /// Starts a dev server on a free port, waits until it answers, enables transit at `transit/`.
+    /// Starts a plain-HTTP dev server on a free port, waits until it answers, enables transit at
+    /// `transit/`.
     pub fn start() -> Bao {
+        Bao::start_with(false)
+    }
+
+    /// Like [`Bao::start`], over TLS with a certificate from a fresh CA (`ca_cert`).
+    pub fn start_tls() -> Bao {
+        Bao::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> Bao {
         let bin = bao_binary();
         let mut token_bytes = [0u8; 16];
         getrandom::getrandom(&mut token_bytes).expect("randomness for the root token");
@@ -96,13 +108,18 @@ impl Bao {
             let dir = tempfile::tempdir().expect("temp dir for the bao log");
             let port = free_port_pair();
             let log = std::fs::File::create(dir.path().join("bao.log")).expect("bao log");
+            let mut args = vec![
+                "server".to_owned(),
+                "-dev".to_owned(),
+                format!("-dev-listen-address=127.0.0.1:{port}"),
+                format!("-dev-root-token-id={token}"),
+            ];
+            if tls {
+                args.push("-dev-tls".to_owned());
+                args.push(format!("-dev-tls-cert-dir={}", dir.path().display()));
+            }
             let child = Command::new(&bin)
-                .args([
-                    "server",
-                    "-dev",
-                    &format!("-dev-listen-address=127.0.0.1:{port}"),
-                    &format!("-dev-root-token-id={token}"),
-                ])
+                .args(&args)
                 .env_remove("VAULT_ADDR")
                 .env_remove("BAO_ADDR")
                 .env("HOME", dir.path())
@@ -112,10 +129,12 @@ impl Bao {
                 .stderr(log)
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {}: {e}\n{INSTALL_HINT}", bin.display()));
+            let scheme = if tls { "https" } else { "http" };
             let mut bao = Bao {
                 child,
-                addr: format!("http://127.0.0.1:{port}"),
+                addr: format!("{scheme}://127.0.0.1:{port}"),
                 token: token.clone(),
+                ca_cert: tls.then(|| dir.path().join("vault-ca.pem")),
                 dir,
             };
             if bao.wait_ready(port) {
@@ -149,8 +168,11 @@ impl Bao {
 
     /// Runs the `bao` CLI against this server.
     pub fn cli(&self, args: &[&str]) -> Output {
-        Command::new(bao_binary())
-            .args(args)
+        let mut c = Command::new(bao_binary());
+        if let Some(ca) = &self.ca_cert {
+            c.env("BAO_CACERT", ca);
+        }
+        c.args(args)
             .env_remove("VAULT_ADDR")
             .env_remove("VAULT_TOKEN")
             .env("BAO_ADDR", &self.addr)
