@@ -68,7 +68,7 @@ pub struct DevKey {
 /// atomically), and makes sure its public key is pinned in `trusted_keys` (written atomically).
 /// Two processes racing on first use end up with one key.
 pub fn ensure_dev_key_in(config_dir: &Path, trusted_keys: &Path) -> Result<DevKey, DevKeyError> {
-    files::ensure_dir(config_dir, 0o700)?;
+    files::ensure_dir(config_dir, files::CONFIG_DIR_MODE)?;
     let path = config_dir.join(DEV_KEY_FILE);
     let mut created = false;
     if !path.exists() {

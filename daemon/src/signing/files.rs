@@ -49,6 +49,10 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     }
 }
 
+/// Mode of a config dir cmdgate creates: others may read it, because the hook (the agent's uid, in
+/// system mode) must read the pinned keys; secrets in it (the development key) are 0600 files.
+pub const CONFIG_DIR_MODE: u32 = 0o755;
+
 /// Creates `dir` and its missing parents with `mode` (an existing directory is left as it is).
 pub fn ensure_dir(dir: &Path, mode: u32) -> Result<(), FileError> {
     fs::DirBuilder::new()
@@ -164,9 +168,9 @@ pub fn load_pinned_keys(path: &Path) -> Result<PinnedKeys, FileError> {
 }
 
 /// Writes the pinned-keys file atomically (mode 0644: public keys, readable by the hook), creating
-/// its directory (mode 0700) when missing.
+/// its directory ([`CONFIG_DIR_MODE`]) when missing.
 pub fn save_pinned_keys(path: &Path, keys: &PinnedKeys) -> Result<(), FileError> {
-    ensure_dir(parent(path), 0o700)?;
+    ensure_dir(parent(path), CONFIG_DIR_MODE)?;
     write_atomic(path, keys.to_file_string().as_bytes(), 0o644)
 }
 

@@ -174,7 +174,7 @@ impl Ledger {
         for (map, s) in &self.entries {
             let _ = writeln!(out, "{} {} {map}", s.revision, s.content_hash);
         }
-        files::ensure_dir(config_dir, 0o700)?;
+        files::ensure_dir(config_dir, files::CONFIG_DIR_MODE)?;
         files::write_atomic(&config_dir.join(LEDGER_FILE), out.as_bytes(), 0o644)?;
         Ok(())
     }
