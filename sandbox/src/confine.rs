@@ -325,6 +325,95 @@ pub fn refused_syscalls() -> Vec<(libc::c_long, &'static str)> {
     v
 }
 
+/// Where a watched write syscall names a path: the dirfd argument (for `*at` calls), the path
+/// argument, and whether the kernel follows a final symlink.
+#[derive(Clone, Copy, Debug)]
+pub struct PathArg {
+    /// Index of the dirfd argument, if any.
+    pub dirfd: Option<usize>,
+    /// Index of the path argument.
+    pub path: usize,
+    /// Whether a final symlink is followed (open, chmod) or acted on itself (unlink, rename).
+    pub follow: bool,
+}
+
+const fn pa(dirfd: Option<usize>, path: usize, follow: bool) -> PathArg {
+    PathArg {
+        dirfd,
+        path,
+        follow,
+    }
+}
+
+/// A syscall that writes the filesystem by path. The supervisor does not decide these (the
+/// read-only mounts and Landlock do): it only notes attempts on paths outside the writable
+/// trees, which would otherwise fail quietly inside a command that ignores the error, and then
+/// lets the kernel proceed.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchedWrite {
+    /// Syscall number.
+    pub nr: libc::c_long,
+    /// Name for reports.
+    pub name: &'static str,
+    /// For open-like calls: the flags argument (only writing opens are watched).
+    pub flags_arg: Option<u32>,
+    /// Paths it writes.
+    pub paths: &'static [PathArg],
+}
+
+/// open flags that make an open a write.
+const WRITE_OPEN_FLAGS: u32 =
+    (libc::O_WRONLY | libc::O_RDWR | libc::O_CREAT | libc::O_TRUNC) as u32;
+
+/// The watched write syscalls of this architecture.
+pub fn watched_writes() -> Vec<WatchedWrite> {
+    let w = |nr, name, flags_arg, paths| WatchedWrite {
+        nr,
+        name,
+        flags_arg,
+        paths,
+    };
+    const AT_FOLLOW: &[PathArg] = &[pa(Some(0), 1, true)];
+    const AT_NOFOLLOW: &[PathArg] = &[pa(Some(0), 1, false)];
+    const RENAMEAT: &[PathArg] = &[pa(Some(0), 1, false), pa(Some(2), 3, false)];
+    const LINKAT: &[PathArg] = &[pa(Some(2), 3, false)];
+    const SYMLINKAT: &[PathArg] = &[pa(Some(1), 2, false)];
+    const P0_FOLLOW: &[PathArg] = &[pa(None, 0, true)];
+    let mut v = vec![
+        w(libc::SYS_openat, "openat", Some(2), AT_FOLLOW),
+        w(libc::SYS_openat2, "openat2", None, AT_FOLLOW),
+        w(libc::SYS_mkdirat, "mkdirat", None, AT_NOFOLLOW),
+        w(libc::SYS_unlinkat, "unlinkat", None, AT_NOFOLLOW),
+        w(libc::SYS_renameat, "renameat", None, RENAMEAT),
+        w(libc::SYS_renameat2, "renameat2", None, RENAMEAT),
+        w(libc::SYS_linkat, "linkat", None, LINKAT),
+        w(libc::SYS_symlinkat, "symlinkat", None, SYMLINKAT),
+        w(libc::SYS_fchmodat, "fchmodat", None, AT_FOLLOW),
+        w(libc::SYS_fchownat, "fchownat", None, AT_FOLLOW),
+        w(libc::SYS_truncate, "truncate", None, P0_FOLLOW),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    {
+        const P0_NOFOLLOW: &[PathArg] = &[pa(None, 0, false)];
+        const RENAME: &[PathArg] = &[pa(None, 0, false), pa(None, 1, false)];
+        const P1_NOFOLLOW: &[PathArg] = &[pa(None, 1, false)];
+        v.extend([
+            w(libc::SYS_open, "open", Some(1), P0_FOLLOW),
+            w(libc::SYS_creat, "creat", None, P0_FOLLOW),
+            w(libc::SYS_mkdir, "mkdir", None, P0_NOFOLLOW),
+            w(libc::SYS_unlink, "unlink", None, P0_NOFOLLOW),
+            w(libc::SYS_rmdir, "rmdir", None, P0_NOFOLLOW),
+            w(libc::SYS_rename, "rename", None, RENAME),
+            w(libc::SYS_link, "link", None, P1_NOFOLLOW),
+            w(libc::SYS_symlink, "symlink", None, P1_NOFOLLOW),
+            w(libc::SYS_chmod, "chmod", None, P0_FOLLOW),
+            w(libc::SYS_chown, "chown", None, P0_FOLLOW),
+            w(libc::SYS_lchown, "lchown", None, P0_NOFOLLOW),
+        ]);
+    }
+    v
+}
+
 /// Name of a syscall the filter hands to the supervisor (for reports).
 pub fn syscall_name(nr: i32) -> &'static str {
     let nr = libc::c_long::from(nr);
@@ -372,6 +461,19 @@ pub fn filter(network: bool) -> Vec<libc::sock_filter> {
     for (n, _) in refused_syscalls() {
         p.push(ins(JEQ, 0, 1, nr(n)));
         p.push(ins(RET, 0, 0, RET_NOTIFY));
+    }
+    // Filesystem writes by path: noted by the supervisor, decided by the kernel.
+    for wr in watched_writes() {
+        match wr.flags_arg {
+            Some(arg) => p.extend([
+                ins(JEQ, 0, 4, nr(wr.nr)),
+                ins(LD_ABS, 0, 0, arg_lo(arg)),
+                ins(JSET, 0, 1, WRITE_OPEN_FLAGS),
+                ins(RET, 0, 0, RET_NOTIFY),
+                ins(RET, 0, 0, RET_ALLOW),
+            ]),
+            None => p.extend([ins(JEQ, 0, 1, nr(wr.nr)), ins(RET, 0, 0, RET_NOTIFY)]),
+        }
     }
     // clone3 passes its flags in memory the filter cannot read: make libc fall back to clone.
     p.push(ins(JEQ, 0, 1, nr(libc::SYS_clone3)));

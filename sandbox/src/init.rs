@@ -13,7 +13,7 @@ use crate::syscall::RealSyscall;
 use std::ffi::CString;
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 /// What pid 1 needs besides the mount plan.
@@ -124,7 +124,19 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     drop((args.stdout, args.stderr, fd_w, ack_r));
     let listener = receive_listener(pid, &fd_r, &ack_w);
     drop((fd_r, ack_w));
-    let status = supervise(pid, &sfd, listener.as_ref(), args.network, &mut report);
+    let mut writable = args.writable.clone();
+    // Device nodes and /proc/self are written by ordinary tools (`> /dev/null`, oom_score_adj).
+    writable.extend(["/dev", "/proc"].map(PathBuf::from));
+    let status = supervise(
+        pid,
+        &sfd,
+        listener.as_ref(),
+        &Policy {
+            network: args.network,
+            writable,
+        },
+        &mut report,
+    );
     report.send(&status);
     for e in leftovers() {
         report.send(&InitMessage::Effect(e));
@@ -261,7 +273,7 @@ fn supervise(
     pid: nix::unistd::Pid,
     sfd: &nix::sys::signalfd::SignalFd,
     listener: Option<&OwnedFd>,
-    network: bool,
+    policy: &Policy,
     report: &mut Reporter,
 ) -> InitMessage {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
@@ -307,7 +319,7 @@ fn supervise(
         }
         if let (Some(l), Some(p)) = (listener, fds.get(1)) {
             if p.revents & libc::POLLIN != 0 {
-                if let Some(effect) = answer(l, network) {
+                if let Some(effect) = answer(l, policy) {
                     report.send(&InitMessage::Effect(effect));
                 }
             }
@@ -316,7 +328,7 @@ fn supervise(
 }
 
 /// Receive one notification, decide, answer; returns what to report.
-fn answer(listener: &OwnedFd, network: bool) -> Option<Effect> {
+fn answer(listener: &OwnedFd, policy: &Policy) -> Option<Effect> {
     // SAFETY: seccomp_notif is plain old data; all-zero is a valid value (and RECV requires it).
     let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
     // SAFETY: RECV writes one seccomp_notif into `req`, which is valid and writable.
@@ -333,7 +345,7 @@ fn answer(listener: &OwnedFd, network: bool) -> Option<Effect> {
     let nr = req.data.nr;
     let args = req.data.args;
     let pid = req.pid as i32;
-    let (effect, verdict) = decide(pid, nr, &args, network);
+    let (effect, verdict) = decide(pid, nr, &args, policy);
     let resp = libc::seccomp_notif_resp {
         id: req.id,
         val: 0,
@@ -359,8 +371,38 @@ enum Verdict {
     Errno(i32),
 }
 
-fn decide(pid: i32, nr: i32, args: &[u64; 6], network: bool) -> (Option<Effect>, Verdict) {
+/// What the supervisor needs to judge notifications.
+struct Policy {
+    /// Whether the run may use the network.
+    network: bool,
+    /// Trees where writes are expected (the overlays, scratch dirs, /dev, /proc).
+    writable: Vec<PathBuf>,
+}
+
+fn decide(pid: i32, nr: i32, args: &[u64; 6], policy: &Policy) -> (Option<Effect>, Verdict) {
+    let network = policy.network;
     let call = libc::c_long::from(nr);
+    if let Some(w) = confine::watched_writes().into_iter().find(|w| w.nr == call) {
+        // Only noted: the kernel decides (read-only mounts, Landlock), so continuing is safe
+        // even if another thread rewrites the path after we read it.
+        for p in w.paths {
+            let Some(path) = resolve_path(pid, p, args) else {
+                continue;
+            };
+            let kernel_knob =
+                path.starts_with("/proc/sys") || path.starts_with("/proc/sysrq-trigger");
+            if kernel_knob || !policy.writable.iter().any(|root| path.starts_with(root)) {
+                return (
+                    Some(Effect::ReadOnlyWrite {
+                        syscall: w.name.to_string(),
+                        path,
+                    }),
+                    Verdict::Continue,
+                );
+            }
+        }
+        return (None, Verdict::Continue);
+    }
     let is_net = call == libc::SYS_connect || call == libc::SYS_sendto;
     if !is_net {
         let name = confine::syscall_name(nr);
@@ -426,6 +468,81 @@ fn decide(pid: i32, nr: i32, args: &[u64; 6], network: bool) -> (Option<Effect>,
             Verdict::Errno(libc::EPERM),
         ),
     }
+}
+
+/// Read a NUL-terminated path from the command's memory.
+fn read_path(pid: i32, ptr: u64) -> Option<PathBuf> {
+    if ptr == 0 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut addr = ptr;
+    // Page-sized reads that never cross a page boundary (the next page may be unmapped).
+    while out.len() < libc::PATH_MAX as usize {
+        let chunk = 4096 - (addr as usize % 4096);
+        let mut buf = vec![0u8; chunk];
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: chunk,
+        };
+        let remote = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: chunk,
+        };
+        // SAFETY: `local` is our own writable buffer of `chunk` bytes; the remote range is only
+        // read by the kernel from the target's address space (failing cleanly if unmapped).
+        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        let n = usize::try_from(n).ok().filter(|n| *n > 0)?;
+        if let Some(end) = buf[..n].iter().position(|b| *b == 0) {
+            out.extend_from_slice(&buf[..end]);
+            return Some(PathBuf::from(std::ffi::OsString::from_vec(out)));
+        }
+        out.extend_from_slice(&buf[..n]);
+        addr += n as u64;
+    }
+    None
+}
+
+/// The absolute path (inside the mirror) a path argument names, symlinks resolved as the kernel
+/// would; components that do not exist yet are kept as written.
+fn resolve_path(pid: i32, arg: &confine::PathArg, args: &[u64; 6]) -> Option<PathBuf> {
+    let raw = read_path(pid, args[arg.path])?;
+    let base = if raw.is_absolute() {
+        PathBuf::from("/")
+    } else {
+        match arg.dirfd.map(|i| args[i] as i32) {
+            None | Some(libc::AT_FDCWD) => PathBuf::from(format!("/proc/{pid}/cwd")),
+            Some(fd) => PathBuf::from(format!("/proc/{pid}/fd/{fd}")),
+        }
+    };
+    let full = base.join(&raw);
+    let (dir, last) = if arg.follow {
+        (full.clone(), None)
+    } else {
+        (
+            full.parent()?.to_path_buf(),
+            full.file_name().map(PathBuf::from),
+        )
+    };
+    let mut cur = dir;
+    let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let canonical = loop {
+        if let Ok(c) = std::fs::canonicalize(&cur) {
+            break c;
+        }
+        rest.push(cur.file_name()?.to_os_string());
+        if !cur.pop() {
+            return None;
+        }
+    };
+    let mut path = canonical;
+    for r in rest.iter().rev() {
+        path.push(r);
+    }
+    if let Some(last) = last {
+        path.push(last);
+    }
+    Some(path)
 }
 
 fn socket_domain(pid: i32, fd: i32) -> Option<i32> {

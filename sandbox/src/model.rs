@@ -156,6 +156,14 @@ pub enum Effect {
         /// Detail (arguments that matter).
         detail: String,
     },
+    /// A filesystem write aimed outside the writable trees (read-only in the mirror, so it
+    /// failed; reported because a command that ignores the error would otherwise look clean).
+    ReadOnlyWrite {
+        /// Syscall name.
+        syscall: String,
+        /// The path, resolved inside the mirror.
+        path: PathBuf,
+    },
     /// A cgroup limit was reached (memory, pids).
     LimitHit {
         /// Which limit.
@@ -179,6 +187,7 @@ impl Effect {
             Effect::BackgroundProcess { .. }
             | Effect::Network { .. }
             | Effect::Blocked { .. }
+            | Effect::ReadOnlyWrite { .. }
             | Effect::LimitHit { .. } => None,
         }
     }
@@ -243,6 +252,9 @@ impl std::fmt::Display for Effect {
                 if *allowed { "allowed" } else { "refused" }
             ),
             Effect::Blocked { syscall, detail } => write!(f, "blocked {syscall} {detail}"),
+            Effect::ReadOnlyWrite { syscall, path } => {
+                write!(f, "write to read-only {} ({syscall})", path.display())
+            }
             Effect::LimitHit { limit, detail } => write!(f, "limit {limit} hit: {detail}"),
         }
     }

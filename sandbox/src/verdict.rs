@@ -91,6 +91,7 @@ pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<S
             Effect::Network { allowed: false, .. } => Some("network attempted"),
             Effect::Network { allowed: true, .. } => None,
             Effect::Blocked { .. } => Some("refused by the syscall filter"),
+            Effect::ReadOnlyWrite { .. } => Some("tried to write outside the writable trees"),
             _ => fs_reason(e, cfg, tracked),
         };
         if let Some(reason) = reason {

@@ -5,5 +5,7 @@
 mod common;
 #[path = "suite/effects.rs"]
 mod effects;
+#[path = "suite/escape.rs"]
+mod escape;
 #[path = "suite/smoke.rs"]
 mod smoke;
