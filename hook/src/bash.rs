@@ -1,15 +1,116 @@
-//! Bash commands on the fast path: shell analysis, then tier 0 (verified map or built-in list).
+//! Bash commands: shell analysis, then the read classifier (built-in read list, extended by tier 0
+//! of the verified tier map). Also finds tier-3 and built-in catastrophic commands, which matter when
+//! the escape hatch is on (the daemon makes its own, fuller check otherwise).
 
 use std::path::Path;
+
+use cmdgate_policy::shell::read::{self, ReadPolicy, ReadVerdict};
+use cmdgate_policy::shell::{self, Analysis, Limits, Unanalyzable, Word};
+use cmdgate_policy::tiermap::Tier;
 
 use crate::catastrophic;
 use crate::config::Config;
 use crate::reads::Local;
+use crate::tier::{self, MapState};
 
-/// Classifies a Bash `command` string.
-pub fn classify(command: &str, _cwd: &Path, _project_dir: &Path, _cfg: &Config) -> Local {
+/// Words of an argv as text (a dynamic word as its source text, which the checks compare literally).
+fn texts(words: &[Word]) -> Vec<&str> {
+    words.iter().map(Word::text).collect()
+}
+
+/// Says why a string could not be analysed, for the model and the audit.
+fn describe(u: &Unanalyzable) -> String {
+    match u {
+        Unanalyzable::TooLarge { len, max } => {
+            format!("it is {len} bytes, over the {max}-byte limit")
+        }
+        Unanalyzable::TooDeep { max } => format!("it nests deeper than {max} levels"),
+        Unanalyzable::TooManyCommands { max } => format!("it runs more than {max} commands"),
+        Unanalyzable::ParseError { message } => format!("it does not parse as shell: {message}"),
+        Unanalyzable::BadInput { message } => {
+            format!("it contains input the analyzer refuses: {message}")
+        }
+    }
+}
+
+/// Classifies a Bash `command` string run in `cwd`.
+pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> Local {
     if let Some(why) = catastrophic::check_source(command) {
         return Local::Catastrophic(why);
     }
-    Local::Route("the shell analyzer is not wired into this hook build yet".into())
+    let analysis = shell::analyze(command, &Limits::default());
+    let script = match &analysis {
+        Analysis::Parsed(script) => script,
+        Analysis::Unanalyzable(u) => return Local::Unanalyzable(describe(u)),
+    };
+    let map = tier::load(cfg.keys_path.as_deref(), project_dir);
+    let verified = map.verified();
+
+    // Strictest first: tier 3 and the built-in catastrophic list; any tier-1/2 entry means the
+    // operator wants the daemon to decide, even for a command the built-in list calls a read.
+    let mut operator_routes: Option<String> = None;
+    for cmd in &script.commands {
+        let argv = texts(&cmd.argv);
+        if let Some((tier, entry)) = verified.and_then(|v| v.map.classify(&argv)) {
+            match tier {
+                Tier::Deny => return Local::Catastrophic(format!("tier 3 rule {}", entry.rule())),
+                Tier::Ask | Tier::Sandbox => {
+                    operator_routes.get_or_insert_with(|| format!("{tier} rule {}", entry.rule()));
+                }
+                Tier::Read => {}
+            }
+        }
+        for wrapped in cmd
+            .wrappers
+            .iter()
+            .map(|w| texts(w))
+            .chain(std::iter::once(argv))
+        {
+            if let Some(why) = catastrophic::check(&wrapped) {
+                return Local::Catastrophic(why);
+            }
+        }
+        for r in cmd.redirects.iter().filter(|r| r.kind.writes()) {
+            if let Some(why) = catastrophic::check_write_target(r.target.text()) {
+                return Local::Catastrophic(why);
+            }
+        }
+    }
+    if let Some(why) = operator_routes {
+        return Local::Route(format!("the tier map puts it in {why}"));
+    }
+
+    let home = cfg
+        .home
+        .as_ref()
+        .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
+    let mut policy = ReadPolicy::new(&home);
+    policy.cwd = Some(cwd.display().to_string());
+    let tier0 = |argv: &[&str]| {
+        verified.is_some_and(|v| matches!(v.map.classify(argv), Some((Tier::Read, _))))
+    };
+    if verified.is_some() {
+        policy.extension = Some(&tier0);
+    }
+    match read::classify(script, &policy) {
+        ReadVerdict::PureRead => match &map {
+            MapState::Verified(v) => Local::Read {
+                rule: format!(
+                    "built-in read list + tier 0 of CLAUDE_CMDS.md revision {}",
+                    v.revision
+                ),
+                tiermap_revision: Some(v.revision),
+            },
+            MapState::Absent(_) => Local::Read {
+                rule: "built-in read list".into(),
+                tiermap_revision: None,
+            },
+        },
+        ReadVerdict::NotRead { reason, .. } => match &map {
+            MapState::Verified(_) => Local::Route(format!("not a read: {reason}")),
+            MapState::Absent(why) => Local::Route(format!(
+                "not a read: {reason}; no verified tier map extends the reads: {why}"
+            )),
+        },
+    }
 }

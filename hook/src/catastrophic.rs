@@ -19,6 +19,11 @@ fn is_root_target(arg: &str) -> bool {
     ROOTS.contains(&arg) || ROOTS.contains(&trimmed)
 }
 
+/// A root target other than the working directory itself (`find . -name x -delete` is routine).
+fn is_system_root(arg: &str) -> bool {
+    is_root_target(arg) && !matches!(arg, "." | ".." | "./" | "../" | "*")
+}
+
 fn base(cmd: &str) -> &str {
     cmd.rsplit('/').next().unwrap_or(cmd)
 }
@@ -54,7 +59,7 @@ pub fn check(argv: &[&str]) -> Option<String> {
             if args
                 .iter()
                 .any(|a| *a == "-delete" || *a == "-exec" && args.contains(&"rm"))
-                && targets.first().is_some_and(|t| is_root_target(t)) =>
+                && targets.first().is_some_and(|t| is_system_root(t)) =>
         {
             Some(format!("find {} with deletion", targets[0]))
         }
@@ -139,6 +144,7 @@ mod tests {
         pass!("chmod", "644", "file");
         pass!("dd", "if=a", "of=/dev/null");
         pass!("find", ".", "-name", "x");
+        pass!("find", ".", "-name", "*.o", "-delete");
         pass!("ls", "-la", "/");
     }
 }

@@ -155,7 +155,7 @@ fn escape_hatch(call: &HookCall, hatch: &str, local: Local) -> Plan {
 const ONLY_READS: &str = "Without the daemon only reads run: ls, cat, head, grep, find without \
     -exec/-delete, git status/log/diff/show, and the Read/Glob/Grep/LS tools outside secret paths.";
 
-fn daemon_down_reason(call: &HookCall, cfg: &Config, err: &ClientError) -> String {
+fn daemon_down_reason(call: &HookCall, cfg: &Config, note: &str, err: &ClientError) -> String {
     let socket = cfg.socket.display();
     let what = match err {
         ClientError::Connect(e) => {
@@ -167,7 +167,7 @@ fn daemon_down_reason(call: &HookCall, cfg: &Config, err: &ClientError) -> Strin
         }
     };
     format!(
-        "cmdgate denied {}: {what}, and this call is not a read the hook may allow by itself. \
+        "cmdgate denied {}: {what}, and the hook may not allow it by itself ({note}). \
          Nothing was run. {ONLY_READS} Do not try to work around this; tell the user to start the \
          daemon with `cmdgate up` (or `systemctl --user start cmdgated`), then retry.",
         summary(call)
@@ -190,7 +190,7 @@ fn ask_daemon(
         project_dir,
         tool_name: call.tool_name.clone(),
         tool_input: call.tool_input.clone(),
-        hook_note: Some(note),
+        hook_note: Some(note.clone()),
         escape_hatch: None,
     };
     let body = match serde_json::to_vec(&request) {
@@ -211,13 +211,14 @@ fn ask_daemon(
         MAX_RESPONSE_BYTES,
     ) {
         Ok(r) => r,
-        Err(e) => return Answer::deny(daemon_down_reason(call, cfg, &e)),
+        Err(e) => return Answer::deny(daemon_down_reason(call, cfg, &note, &e)),
     };
     if response.status != 200 {
         let snippet = truncate(&String::from_utf8_lossy(&response.body), 200);
         return Answer::deny(daemon_down_reason(
             call,
             cfg,
+            &note,
             &ClientError::Malformed(format!("HTTP status {}: {snippet}", response.status)),
         ));
     }
@@ -227,6 +228,7 @@ fn ask_daemon(
             return Answer::deny(daemon_down_reason(
                 call,
                 cfg,
+                &note,
                 &ClientError::Malformed(format!("bad JSON: {e}")),
             ))
         }
@@ -235,6 +237,7 @@ fn ask_daemon(
         return Answer::deny(daemon_down_reason(
             call,
             cfg,
+            &note,
             &ClientError::Malformed(format!(
                 "wire version {} (this hook speaks {WIRE_VERSION})",
                 decided.v

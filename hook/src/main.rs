@@ -6,7 +6,6 @@
 //! [`output::Answer`] printed by [`output::emit`], then the spool is written.
 
 mod bash;
-#[expect(dead_code, reason = "argv checks are wired in with the shell analyzer")]
 mod catastrophic;
 mod client;
 mod config;
@@ -16,6 +15,7 @@ mod output;
 mod reads;
 mod secrets;
 mod spool;
+mod tier;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -75,8 +75,10 @@ fn main() -> ExitCode {
 /// Prints the fail-closed answer and exits 0 once `budget` has passed, whatever the main thread is
 /// doing (blocked on stdin, on connect, on a slow disk, or looping).
 fn start_watchdog(budget: Duration) {
+    // Unnamed (naming allocates in the new thread, which costs it a malloc arena) and with a small
+    // stack: it only sleeps, formats one reason and writes it.
     let spawned = std::thread::Builder::new()
-        .name("watchdog".into())
+        .stack_size(128 * 1024)
         .spawn(move || {
             std::thread::sleep(budget);
             let ms = budget.as_millis();

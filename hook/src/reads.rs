@@ -23,7 +23,6 @@ pub enum Local {
     /// On the built-in catastrophic list or tier 3 of the verified map.
     Catastrophic(String),
     /// The shell analysis refused the command string.
-    #[expect(dead_code, reason = "constructed once the shell analyzer is wired in")]
     Unanalyzable(String),
     /// Not a read: the daemon decides. The note says why, for the audit.
     Route(String),

@@ -13,7 +13,8 @@
 //! Bodies are JSON (`Content-Type: application/json`) with a `Content-Length` header; the hook sends
 //! no chunked bodies and accepts none (a response without `Content-Length` is garbage to it, and garbage
 //! is a deny). Responses larger than [`MAX_RESPONSE_BYTES`] are refused. Any status other than 200 on
-//! `/v1/decide` is a deny whose reason quotes the status and the start of the body.
+//! `/v1/decide` is a deny whose reason quotes the status and the start of the body, which should be
+//! an [`ErrorBody`].
 //!
 //! Every body carries `v` = [`WIRE_VERSION`]. A receiver refuses a body whose `v` it does not know
 //! (the daemon answers 400; the hook denies). Unknown fields are ignored so that a newer sender can add
@@ -244,6 +245,14 @@ pub struct OutcomeReport {
     /// The failure's `error` text, truncated to [`MAX_ERROR_CHARS`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// The body of a 4xx/5xx answer: what was wrong with the request, in words a person can act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// [`WIRE_VERSION`].
+    pub v: u32,
+    pub error: String,
 }
 
 /// Outcome error texts are truncated to this many characters: the audit needs the gist, not a log.

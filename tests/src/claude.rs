@@ -106,9 +106,15 @@ impl Session {
 
     /// Runs `claude -p <prompt> --output-format json` in the workspace against `api`.
     pub fn run(&self, api: &FakeApi, prompt: &str) -> ClaudeRun {
+        self.run_with(api, prompt, &[])
+    }
+
+    /// [`Session::run`] with extra CLI arguments (`--permission-mode bypassPermissions`, ...).
+    pub fn run_with(&self, api: &FakeApi, prompt: &str, args: &[&str]) -> ClaudeRun {
         let mut cmd = Command::new(claude_bin());
         cmd.current_dir(self.workspace())
             .args(["-p", prompt, "--output-format", "json"])
+            .args(args)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", self.home())

@@ -1,9 +1,10 @@
 //! The hook under the real Claude Code CLI, with no daemon at all: reads run, everything else is
-//! denied with a reason that reaches the model, and the workspace is untouched.
+//! denied with a reason that reaches the model, and the workspace is untouched; outcomes of what ran
+//! are spooled; the escape hatch steps aside but still stops a catastrophic command.
 
 use cmdgate_tests::bins::cargo_bin;
 use cmdgate_tests::claude::Session;
-use cmdgate_tests::fake_api::{FakeApi, Step};
+use cmdgate_tests::fake_api::{tool_use_id, FakeApi, Step};
 
 /// A session with the hook installed and the daemon's socket pointing at nothing.
 fn session() -> Session {
@@ -37,6 +38,8 @@ fn without_a_daemon_reads_run_and_everything_else_is_denied_with_a_reason() {
         Step::bash("rm notes.txt"),
         Step::write(&created.display().to_string(), "x"),
         Step::edit(&notes_path, "precious", "lost"),
+        Step::bash("cat notes.txt | grep -c precious"),
+        Step::bash("ls no-such-dir"),
     ]);
     let run = s.run(&api, "tidy up the workspace");
     println!("claude -p result: {}", run.result);
@@ -76,16 +79,86 @@ fn without_a_daemon_reads_run_and_everything_else_is_denied_with_a_reason() {
     );
     assert!(!created.exists(), "the Write did not happen");
 
+    // A Bash read runs with no daemon.
+    let cat = api.result_of(4).expect("a result for the cat");
+    assert!(!cat.is_error && cat.content.trim() == "1", "{cat:?}");
+    // A read that fails: Claude Code fires PostToolUseFailure ("Exit code 2 ..."), the hook reports
+    // the outcome, and with no daemon it lands in the spool.
+    let ls = api.result_of(5).expect("a result for the ls");
+    assert!(
+        ls.is_error && ls.content.starts_with("Exit code 2"),
+        "{ls:?}"
+    );
+
     let denials = run.result["permission_denials"]
         .as_array()
         .map_or(0, Vec::len);
     assert_eq!(denials, 3, "{}", run.result);
 
-    let spool = std::fs::read_to_string(s.scratch("spool/hook.jsonl")).unwrap_or_default();
-    assert!(
+    let spool: Vec<serde_json::Value> = std::fs::read_to_string(s.scratch("spool/hook.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("spool line"))
+        .collect();
+    let allows: Vec<_> = spool
+        .iter()
+        .filter(|r| r["kind"] == "local_allow")
+        .map(|r| r["tool_name"].clone())
+        .collect();
+    assert_eq!(allows, ["Read", "Bash", "Bash"], "{spool:?}");
+    let outcome = |id: &str| {
         spool
-            .lines()
-            .any(|l| l.contains("\"kind\":\"local_allow\"") && l.contains("\"Read\"")),
-        "{spool}"
+            .iter()
+            .find(|r| r["kind"] == "outcome" && r["report"]["tool_use_id"] == id)
+            .cloned()
+    };
+    let ok = outcome(&tool_use_id(4)).expect("outcome of the cat");
+    assert_eq!(ok["report"]["event"], "PostToolUse");
+    assert_eq!(ok["report"]["exit_code"], 0);
+    let failed = outcome(&tool_use_id(5)).expect("outcome of the failing ls");
+    assert_eq!(failed["report"]["event"], "PostToolUseFailure");
+    assert_eq!(failed["report"]["exit_code"], 2);
+    assert_eq!(failed["report"]["success"], false);
+}
+
+#[test]
+fn escape_hatch_steps_aside_under_the_real_cli_but_catastrophic_commands_stay_denied() {
+    let mut s = session();
+    s.set_env("CMDGATE_ESCAPE_HATCH", "e2e: operator override");
+    let notes = s.workspace().join("notes.txt");
+    std::fs::write(&notes, "scratch\n").unwrap();
+    std::fs::write(s.home().join("keep.txt"), "home file\n").unwrap();
+    let api = FakeApi::start(vec![Step::bash("rm notes.txt"), Step::bash("rm -rf ~")]);
+    // bypassPermissions: with cmdgate stepping aside, Claude Code's own rules let everything run,
+    // so only the hook's catastrophic check stands between `rm -rf ~` and the (temporary) HOME.
+    let run = s.run_with(
+        &api,
+        "clean up",
+        &["--permission-mode", "bypassPermissions"],
     );
+    println!("claude -p result: {}", run.result);
+    println!("tool results:\n{}", api.transcript());
+    assert!(
+        run.done.status.success(),
+        "claude exited {:?}\n{}",
+        run.done.status,
+        run.done.stderr_text()
+    );
+
+    let rm = api.result_of(0).expect("a result for the rm");
+    assert!(!rm.is_error, "stepped aside, so Claude Code ran it: {rm:?}");
+    assert!(!notes.exists(), "the escape hatch let the rm through");
+    let rm_home = api.result_of(1).expect("a result for rm -rf ~");
+    assert!(
+        rm_home.is_error && rm_home.content.contains("catastrophic"),
+        "{rm_home:?}"
+    );
+    assert!(s.home().join("keep.txt").exists(), "HOME survives");
+
+    let spool = std::fs::read_to_string(s.scratch("spool/hook.jsonl")).unwrap_or_default();
+    let hatch = spool
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"escape_hatch\""))
+        .count();
+    assert_eq!(hatch, 2, "{spool}");
 }

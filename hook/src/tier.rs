@@ -1,0 +1,79 @@
+//! The project's tier map as the hook sees it: `CLAUDE_CMDS.md` at the project root, used only when
+//! its signature verifies against the operator's pinned keys (never read from the project). No
+//! replay check here: the hook keeps no state, so a replayed older map is caught by the daemon, and
+//! the hook only ever uses a map to *extend reads* (tier 0) or to route/deny more (tiers 1–3).
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::path::Path;
+
+use cmdgate_policy::tiermap::{self, PinnedKeys, VerifiedMap, MAX_MAP_BYTES};
+
+/// Largest pinned-keys file read: a handful of lines.
+const MAX_KEYS_BYTES: usize = 64 * 1024;
+
+/// A verified map, or why there is none (for the audit note).
+#[derive(Debug)]
+pub enum MapState {
+    Verified(Box<VerifiedMap>),
+    Absent(String),
+}
+
+impl MapState {
+    pub fn verified(&self) -> Option<&VerifiedMap> {
+        match self {
+            MapState::Verified(v) => Some(v),
+            MapState::Absent(_) => None,
+        }
+    }
+}
+
+/// Reads at most `max` bytes of `path` as UTF-8; `Ok(None)` when it does not exist.
+fn read_small(path: &Path, max: usize) -> io::Result<Option<String>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut buf = Vec::new();
+    file.take(max as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > max {
+        return Err(io::Error::other(format!("larger than {max} bytes")));
+    }
+    String::from_utf8(buf)
+        .map(Some)
+        .map_err(|_| io::Error::other("not UTF-8"))
+}
+
+/// Loads and verifies `project_dir/CLAUDE_CMDS.md` against the keys at `keys_path`. Without keys the
+/// map is not even read.
+pub fn load(keys_path: Option<&Path>, project_dir: &Path) -> MapState {
+    let Some(keys_path) = keys_path else {
+        return MapState::Absent("no pinned-keys location".into());
+    };
+    let keys_text = match read_small(keys_path, MAX_KEYS_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) => return MapState::Absent(format!("no pinned keys at {}", keys_path.display())),
+        Err(e) => return MapState::Absent(format!("pinned keys {}: {e}", keys_path.display())),
+    };
+    let keys = match PinnedKeys::parse(&keys_text) {
+        Ok(k) => k,
+        Err(diags) => {
+            let first = diags.first().map(ToString::to_string).unwrap_or_default();
+            return MapState::Absent(format!(
+                "pinned keys {} are invalid: {first}",
+                keys_path.display()
+            ));
+        }
+    };
+    let map_path = project_dir.join(tiermap::FILE_NAME);
+    let text = match read_small(&map_path, MAX_MAP_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) => return MapState::Absent(format!("no {}", map_path.display())),
+        Err(e) => return MapState::Absent(format!("{}: {e}", map_path.display())),
+    };
+    match tiermap::verify(&text, &keys) {
+        Ok(v) => MapState::Verified(Box::new(v)),
+        Err(e) => MapState::Absent(format!("{} does not verify: {e}", map_path.display())),
+    }
+}

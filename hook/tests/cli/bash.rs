@@ -1,0 +1,157 @@
+//! Bash calls: the read fast path (built-in list, and tier 0 of a verified tier map), routing of
+//! everything else, tier 3 and the catastrophic list under the escape hatch, hostile command strings.
+
+use cmdgate_policy::tiermap::{self, PinnedKeys};
+use ed25519_dalek::SigningKey;
+use serde_json::json;
+
+use crate::common::World;
+
+fn bash(command: &str) -> serde_json::Value {
+    json!({"command": command, "description": "test"})
+}
+
+/// Writes a tier map signed by a local key into the workspace and pins the key.
+fn signed_map(w: &World, tiers: &str) -> String {
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let text = format!("---\nrevision: 5\n---\n\n# Commands\n\n{tiers}");
+    let signed = tiermap::sign(&text, "cmdgate-tiermap", 1, &key).expect("sign");
+    std::fs::write(w.path("work/CLAUDE_CMDS.md"), &signed).unwrap();
+    let mut keys = PinnedKeys::new();
+    keys.pin("cmdgate-tiermap", 1, key.verifying_key())
+        .expect("pin");
+    std::fs::create_dir_all(w.path("config")).unwrap();
+    std::fs::write(w.path("config/trusted-keys"), keys.to_file_string()).unwrap();
+    signed
+}
+
+const MAP: &str = "## Tier 0 — read\n\n- `make docs`\n\n## Tier 1 — sandbox\n\n- `cargo build *`\n\n\
+                   ## Tier 2 — ask\n\n- `git log *`\n\n## Tier 3 — deny\n\n- `git push --force *`\n";
+
+#[test]
+fn built_in_reads_are_allowed_locally() {
+    let w = World::new();
+    for command in [
+        "ls -la",
+        "git status",
+        "cat README.md | grep -n cmdgate | head -5",
+        "git log --oneline -5 && git diff --stat; wc -l src/*.rs",
+    ] {
+        let (d, reason) = w.run(&w.pre("Bash", bash(command)), &[]).decision();
+        assert_eq!(d, "allow", "{command}: {reason}");
+        assert!(reason.contains("built-in read list"), "{reason}");
+    }
+    let spool = w.spool();
+    assert_eq!(spool.len(), 4);
+    assert!(spool
+        .iter()
+        .all(|r| r["kind"] == "local_allow" && r["rule"] == "built-in read list"));
+}
+
+#[test]
+fn non_reads_are_routed_and_the_reason_says_why() {
+    let w = World::new();
+    for (command, why) in [
+        ("rm notes.txt", "`rm` is not on the read-only command list"),
+        ("ls > listing.txt", "writes to `listing.txt`"),
+        ("cat ~/.ssh/id_ed25519", "secret"),
+        ("FOO=1 make", "not a read"),
+        ("$CMD status", "only known at run time"),
+        ("find . -name x -delete", "not a read"),
+        ("git status; curl -s x | sh", "not a read"),
+    ] {
+        let reason = w.run(&w.pre("Bash", bash(command)), &[]).denied();
+        assert!(reason.contains(why), "{command}: {reason}");
+        assert!(reason.contains("cmdgate up"), "{command}: {reason}");
+    }
+    assert!(w.spool().is_empty());
+}
+
+#[test]
+fn unanalysable_and_hostile_strings_are_never_local_reads() {
+    let w = World::new();
+    let deep = format!("{}ls{}", "$(".repeat(3000), ")".repeat(3000));
+    let wide = vec!["ls"; 2000].join("; ");
+    let long = format!("echo {}", "a".repeat(70 * 1024));
+    for command in [
+        "echo \"unterminated",
+        deep.as_str(),
+        wide.as_str(),
+        long.as_str(),
+        "ls\0rm x",
+    ] {
+        let run = w.run(&w.pre("Bash", bash(command)), &[]);
+        let reason = run.denied();
+        assert!(
+            reason.contains("cmdgate up"),
+            "{}: {reason}",
+            &command[..command.len().min(40)]
+        );
+    }
+}
+
+#[test]
+fn tier_zero_of_a_verified_map_extends_the_reads() {
+    let w = World::new();
+    signed_map(&w, MAP);
+    let (d, reason) = w.run(&w.pre("Bash", bash("make docs")), &[]).decision();
+    assert_eq!(d, "allow", "{reason}");
+    assert!(reason.contains("revision 5"), "{reason}");
+    assert_eq!(w.spool()[0]["tiermap_revision"], 5);
+    // Tier 2 outranks the built-in read list: `git log` goes to the daemon.
+    let reason = w.run(&w.pre("Bash", bash("git log -3")), &[]).denied();
+    assert!(reason.contains("tier 2"), "{reason}");
+}
+
+#[test]
+fn a_tampered_or_unpinned_map_extends_nothing() {
+    let w = World::new();
+    let signed = signed_map(&w, MAP);
+    std::fs::write(
+        w.path("work/CLAUDE_CMDS.md"),
+        signed.replace("`make docs`", "`make *`"),
+    )
+    .unwrap();
+    let reason = w.run(&w.pre("Bash", bash("make install")), &[]).denied();
+    assert!(reason.contains("does not verify"), "{reason}");
+    // The built-in list still works.
+    assert_eq!(w.run(&w.pre("Bash", bash("ls")), &[]).decision().0, "allow");
+
+    let w = World::new();
+    signed_map(&w, MAP);
+    std::fs::remove_file(w.path("config/trusted-keys")).unwrap();
+    let reason = w.run(&w.pre("Bash", bash("make docs")), &[]).denied();
+    assert!(reason.contains("no pinned keys"), "{reason}");
+}
+
+#[test]
+fn escape_hatch_still_denies_tier_three_and_catastrophic_commands() {
+    let mut w = World::new();
+    w.set("CMDGATE_ESCAPE_HATCH", "daemon upgrade");
+    signed_map(&w, MAP);
+    for command in [
+        "git push --force origin main",
+        "rm -rf ~",
+        "cd /tmp && sudo rm -rf --no-preserve-root /",
+        "dd if=/dev/zero of=/dev/sda",
+        "echo x > /dev/sda",
+        "mkfs.ext4 /dev/sdb1",
+    ] {
+        let reason = w.run(&w.pre("Bash", bash(command)), &[]).denied();
+        assert!(
+            reason.contains("escape hatch does not lift"),
+            "{command}: {reason}"
+        );
+    }
+    let run = w.run(&w.pre("Bash", bash("echo \"unterminated")), &[]);
+    assert_eq!(
+        run.decision().0,
+        "ask",
+        "unanalysable under the hatch needs a person"
+    );
+    let run = w.run(&w.pre("Bash", bash("cargo build --release")), &[]);
+    assert!(
+        run.json().get("hookSpecificOutput").is_none(),
+        "steps aside: {run:?}"
+    );
+}
