@@ -157,6 +157,10 @@ fn diagnostics_table() {
         (&doc("## Tier 0 — read\n```\n- `ls`\n"),      &[(5, "code fence opened here is never closed")]),
         (&doc("## Tier 0 — read\n~~~~\n~~~\n"),        &[(5, "code fence opened here is never closed")]),
         (&doc("## Tier 0 — read\n- `ls`\rx\n"),        &[(5, "carriage return inside a line")]),
+        (&doc("## Tier 3 — deny\n- `git push --for\u{200B}ce *`\n"), &[(5, "invisible or bidirectional control character U+200B")]),
+        (&doc("## Tier 0 — read\n- `ls` \u{202E}\n"),        &[(5, "U+202E"), (5, "write ` — `")]),
+        (&doc("Intro \u{2066}x\u{2069}\n"),                   &[(4, "U+2066")]),
+        ("---\nrevision: 1\u{FEFF}\n---\n",                   &[(2, "U+FEFF"), (2, "positive whole number")]),
         // Everything is collected, in line order.
         ("---\nrevision: 0\nfoo: 1\n---\n- `ls`\n## Tier 9 — x\n## Tier 1 — sandbox\n- `a` — b\n",
             &[(2, "at least 1"), (3, "unknown front-matter key"), (5, "entry outside"), (6, "unrecognised tier heading"), (8, "unknown option `b`")]),

@@ -140,6 +140,7 @@ pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
             "the file starts with a byte order mark; save it as UTF-8 without one",
         );
     }
+    p.check_hidden_characters(lines);
     let (front, body_start) = p.front_matter(lines);
     let entries = match body_start {
         Some(start) => p.body(lines, start),
@@ -189,6 +190,28 @@ struct Parser {
 impl Parser {
     fn err(&mut self, line: usize, message: impl Into<String>) {
         self.diags.push(Diagnostic::new(FILE_NAME, line, message));
+    }
+
+    /// Reports characters that make the text a reviewer sees differ from the text cmdgate parses:
+    /// zero-width and other invisible characters, and bidirectional overrides ("Trojan Source").
+    fn check_hidden_characters(&mut self, lines: &[&str]) {
+        for (i, line) in lines.iter().enumerate() {
+            // A leading BOM on line 1 has its own message.
+            let line = if i == 0 {
+                line.trim_start_matches('\u{feff}')
+            } else {
+                line
+            };
+            if let Some(c) = line.chars().find(|&c| is_hidden(c)) {
+                self.err(
+                    i + 1,
+                    format!(
+                        "invisible or bidirectional control character U+{:04X}: remove it",
+                        u32::from(c)
+                    ),
+                );
+            }
+        }
     }
 
     /// Reports misplaced or duplicated trailers; returns how many lines form the body (the file
@@ -551,6 +574,20 @@ enum Prev {
     Entry,
 }
 use Prev::Prose;
+
+/// Characters that are invisible or reorder text when rendered, so a reviewer would not see what
+/// the parser sees (a zero-width space inside a deny pattern makes it match nothing).
+fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}'                  // soft hyphen
+        | '\u{180E}'                // Mongolian vowel separator
+        | '\u{200B}'..='\u{200F}'   // zero-width space/joiners, LRM, RLM
+        | '\u{202A}'..='\u{202E}'   // bidi embeddings and overrides
+        | '\u{2060}'..='\u{2064}'   // word joiner, invisible operators
+        | '\u{2066}'..='\u{2069}'   // bidi isolates
+        | '\u{FEFF}'                // zero-width no-break space (BOM)
+    )
+}
 
 /// Four or more leading spaces (or a tab) make an indented code block in Markdown.
 fn indent_is_code(line: &str) -> bool {
