@@ -1,8 +1,8 @@
 //! cmdgate-daemon: the routing daemon `cmdgated` and the operator CLI `cmdgate`.
 pub mod cli_tiermap;
 pub mod cli_trust;
-pub mod signing;
 pub mod clock;
+pub mod signing;
 pub mod store;
 
 pub mod cli_sandbox;
