@@ -563,6 +563,165 @@ pub fn install_seccomp(network: bool) -> Result<OwnedFd, ConfineError> {
 mod tests {
     use super::*;
 
+    /// A classic-BPF interpreter for the instructions the filter uses, over a seccomp_data.
+    fn eval(p: &[libc::sock_filter], arch: u32, nr: libc::c_long, args: [u64; 6]) -> u32 {
+        let mut data = [0u8; 64];
+        data[0..4].copy_from_slice(&(nr as i32).to_le_bytes());
+        data[4..8].copy_from_slice(&arch.to_le_bytes());
+        for (i, a) in args.iter().enumerate() {
+            data[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        let (mut acc, mut pc) = (0u32, 0usize);
+        loop {
+            let f = p[pc];
+            let jump = |cond: bool| pc + 1 + usize::from(if cond { f.jt } else { f.jf });
+            pc = match f.code {
+                LD_ABS => {
+                    let k = f.k as usize;
+                    acc = u32::from_le_bytes([data[k], data[k + 1], data[k + 2], data[k + 3]]);
+                    pc + 1
+                }
+                AND => {
+                    acc &= f.k;
+                    pc + 1
+                }
+                JEQ => jump(acc == f.k),
+                JGE => jump(acc >= f.k),
+                JSET => jump(acc & f.k != 0),
+                RET => return f.k,
+                other => panic!("unexpected instruction {other:#x}"),
+            };
+        }
+    }
+
+    #[test]
+    fn filter_decisions() {
+        let no_net = filter(false);
+        let net = filter(true);
+        let run = |p: &[libc::sock_filter], nr, args| eval(p, AUDIT_ARCH, nr, args);
+        let unix = libc::AF_UNIX as u64;
+        let dgram = (libc::SOCK_DGRAM | libc::SOCK_CLOEXEC) as u64;
+        let cases: &[(&str, libc::c_long, [u64; 6], u32)] = &[
+            ("read", libc::SYS_read, [0; 6], RET_ALLOW),
+            ("ptrace", libc::SYS_ptrace, [16, 1, 0, 0, 0, 0], RET_NOTIFY),
+            ("mount", libc::SYS_mount, [0; 6], RET_NOTIFY),
+            ("io_uring", libc::SYS_io_uring_setup, [0; 6], RET_NOTIFY),
+            (
+                "connect",
+                libc::SYS_connect,
+                [3, 0, 16, 0, 0, 0],
+                RET_NOTIFY,
+            ),
+            (
+                "unix dgram socket",
+                libc::SYS_socket,
+                [unix, dgram, 0, 0, 0, 0],
+                ret_errno(libc::EPERM),
+            ),
+            (
+                "unix dgram pair",
+                libc::SYS_socketpair,
+                [unix, dgram, 0, 0, 0, 0],
+                ret_errno(libc::EPERM),
+            ),
+            (
+                "unix stream socket",
+                libc::SYS_socket,
+                [unix, libc::SOCK_STREAM as u64, 0, 0, 0, 0],
+                RET_ALLOW,
+            ),
+            (
+                "inet dgram socket",
+                libc::SYS_socket,
+                [libc::AF_INET as u64, dgram, 0, 0, 0, 0],
+                RET_ALLOW,
+            ),
+            (
+                "clone thread",
+                libc::SYS_clone,
+                [
+                    libc::CLONE_VM as u64 | libc::CLONE_THREAD as u64,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                ],
+                RET_ALLOW,
+            ),
+            (
+                "clone userns",
+                libc::SYS_clone,
+                [libc::CLONE_NEWUSER as u64, 0, 0, 0, 0, 0],
+                RET_NOTIFY,
+            ),
+            ("clone3", libc::SYS_clone3, [0; 6], ret_errno(libc::ENOSYS)),
+            (
+                "openat read",
+                libc::SYS_openat,
+                [0, 0, libc::O_RDONLY as u64, 0, 0, 0],
+                RET_ALLOW,
+            ),
+            (
+                "openat write",
+                libc::SYS_openat,
+                [0, 0, (libc::O_WRONLY | libc::O_CREAT) as u64, 0, 0, 0],
+                RET_NOTIFY,
+            ),
+            ("unlinkat", libc::SYS_unlinkat, [0; 6], RET_NOTIFY),
+            (
+                "mknod char",
+                libc::SYS_mknodat,
+                [0, 0, u64::from(libc::S_IFCHR | 0o600), 0, 0, 0],
+                RET_NOTIFY,
+            ),
+            (
+                "mknod block",
+                libc::SYS_mknodat,
+                [0, 0, u64::from(libc::S_IFBLK | 0o600), 0, 0, 0],
+                RET_NOTIFY,
+            ),
+            (
+                "mkfifo",
+                libc::SYS_mknodat,
+                [0, 0, u64::from(libc::S_IFIFO | 0o600), 0, 0, 0],
+                RET_ALLOW,
+            ),
+            (
+                "sendto addr",
+                libc::SYS_sendto,
+                [3, 0, 1, 0, 0x7fff_0000_0000, 16],
+                RET_NOTIFY,
+            ),
+            (
+                "sendto connected",
+                libc::SYS_sendto,
+                [3, 0, 1, 0, 0, 0],
+                RET_ALLOW,
+            ),
+        ];
+        for (name, nr, args, want) in cases {
+            assert_eq!(run(&no_net, *nr, *args), *want, "{name}");
+        }
+        assert_eq!(
+            run(&net, libc::SYS_sendto, [3, 0, 1, 0, 0x7fff_0000_0000, 16]),
+            RET_ALLOW
+        );
+        assert_eq!(
+            run(&net, libc::SYS_connect, [3, 0, 16, 0, 0, 0]),
+            RET_NOTIFY
+        );
+        assert_eq!(
+            eval(&no_net, 0x4000_0003, libc::SYS_read, [0; 6]),
+            RET_KILL_PROCESS
+        );
+        #[cfg(target_arch = "x86_64")]
+        assert_eq!(
+            run(&no_net, 0x4000_0000 + libc::SYS_ptrace, [0; 6]),
+            ret_errno(libc::EPERM)
+        );
+    }
+
     /// Every jump lands inside the program and the program ends in a return.
     #[test]
     fn filter_jumps_stay_in_bounds() {

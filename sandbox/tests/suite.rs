@@ -7,5 +7,7 @@ mod common;
 mod effects;
 #[path = "suite/escape.rs"]
 mod escape;
+#[path = "suite/lifecycle.rs"]
+mod lifecycle;
 #[path = "suite/smoke.rs"]
 mod smoke;

@@ -1,0 +1,177 @@
+//! Lifecycle: the run dies with its helper or its parent, stale runs are swept, and without
+//! root the helper refuses instead of running anything unsandboxed.
+
+use super::common::Env;
+use cmdgate_sandbox::cgroup::RunCgroup;
+use cmdgate_sandbox::protocol::{HelperReply, HelperRequest};
+use cmdgate_sandbox::{Limits, Privilege};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn helper(uid: Option<u32>) -> Child {
+    helper_at(
+        std::path::Path::new(env!("CARGO_BIN_EXE_cmdgate-sandbox-helper")),
+        uid,
+    )
+}
+
+fn helper_at(program: &std::path::Path, uid: Option<u32>) -> Child {
+    let mut cmd = Command::new(program);
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(uid) = uid {
+        cmd.uid(uid).gid(uid);
+    }
+    cmd.spawn().expect("spawn helper")
+}
+
+fn send(child: &mut Child, env: &Env, run_id: &str, command: &str) {
+    let req = HelperRequest {
+        run_id: run_id.to_string(),
+        command: command.to_string(),
+        config: env.config(),
+    };
+    let mut line = serde_json::to_vec(&req).expect("json");
+    line.push(b'\n');
+    let stdin = child.stdin.as_mut().expect("stdin");
+    stdin.write_all(&line).expect("write request");
+    stdin.flush().expect("flush");
+}
+
+/// Wait (bounded, generously) until `cond` holds; the assertion is on the state, not the time.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn process_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
+                .unwrap_or(false)
+        })
+}
+
+fn runs_dir_is_empty(env: &Env) -> bool {
+    std::fs::read_dir(env.state.join("runs"))
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(true)
+}
+
+#[test]
+fn killing_the_helper_kills_the_run_and_sweep_cleans_up() {
+    let env = Env::new();
+    let mut h = helper(None);
+    send(&mut h, &env, "crash-1", "sleep 994.5");
+    eventually("the run started", || process_with("sleep 994.5"));
+    let lock = env.state.join("runs/crash-1.lock");
+    let cgroup: RunCgroup =
+        serde_json::from_str(&std::fs::read_to_string(&lock).expect("lock file"))
+            .expect("cgroup paths in the lock file");
+    h.kill().expect("kill helper");
+    h.wait().expect("reap helper");
+    eventually("the run died with its helper", || {
+        !process_with("sleep 994.5")
+    });
+    // The helper had no chance to clean up: its bookkeeping is still there...
+    assert!(lock.exists());
+    assert!(cgroup.dirs.iter().all(|(_, _, d)| d.exists()));
+    // ...until the sweep.
+    let swept = cmdgate_sandbox::sweep_stale(&env.state).expect("sweep");
+    assert_eq!(swept, vec!["crash-1".to_string()]);
+    assert!(runs_dir_is_empty(&env));
+    assert!(cgroup.dirs.iter().all(|(_, _, d)| !d.exists()));
+}
+
+#[test]
+fn parent_hang_up_kills_the_run() {
+    let env = Env::new();
+    let mut h = helper(None);
+    send(&mut h, &env, "hangup-1", "sleep 993.5");
+    eventually("the run started", || process_with("sleep 993.5"));
+    drop(h.stdin.take());
+    let status = h.wait().expect("helper exits");
+    assert!(status.success(), "{status:?}");
+    assert!(!process_with("sleep 993.5"));
+    assert!(runs_dir_is_empty(&env));
+}
+
+#[test]
+fn sweep_kills_what_is_left_in_a_stale_cgroup_and_skips_live_runs() {
+    let env = Env::new();
+    let runs = env.state.join("runs");
+    std::fs::create_dir_all(runs.join("stale-1")).expect("mkdir");
+    let cg = RunCgroup::create("stale-1", &Limits::default()).expect("cgroup");
+    let mut orphan = Command::new("sleep").arg("992.5").spawn().expect("spawn");
+    cg.join(orphan.id() as i32).expect("join");
+    std::fs::write(
+        runs.join("stale-1.lock"),
+        serde_json::to_string(&cg).expect("json"),
+    )
+    .expect("lock");
+    // A live run: its lock is held.
+    let live = std::fs::File::create(runs.join("live-1.lock")).expect("lock");
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on an fd we own.
+    assert_eq!(unsafe { libc::flock(live.as_raw_fd(), libc::LOCK_EX) }, 0);
+
+    let swept = cmdgate_sandbox::sweep_stale(&env.state).expect("sweep");
+    assert_eq!(swept, vec!["stale-1".to_string()]);
+    let status = orphan.wait().expect("reaped");
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    assert!(cg.dirs.iter().all(|(_, _, d)| !d.exists()));
+    assert!(!runs.join("stale-1").exists() && !runs.join("stale-1.lock").exists());
+    assert!(runs.join("live-1.lock").exists());
+}
+
+#[test]
+fn without_root_the_helper_refuses_and_runs_nothing() {
+    let env = Env::new();
+    assert_eq!(cmdgate_sandbox::detect_privilege(), Privilege::Root);
+    let marker = env.ws.join("ran");
+    // A copy the unprivileged uid can execute wherever the build dir lives (e.g. under /root).
+    let bin_dir = tempfile::Builder::new()
+        .prefix("cmdgate-helper-")
+        .tempdir()
+        .expect("tempdir");
+    let program = bin_dir.path().join("helper");
+    std::fs::copy(env!("CARGO_BIN_EXE_cmdgate-sandbox-helper"), &program).expect("copy helper");
+    use std::os::unix::fs::PermissionsExt;
+    for p in [bin_dir.path(), program.as_path()] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let mut h = helper_at(&program, Some(65534));
+    send(
+        &mut h,
+        &env,
+        "nobody-1",
+        &format!("touch {}", marker.display()),
+    );
+    let mut line = String::new();
+    BufReader::new(h.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("answer");
+    drop(h.stdin.take());
+    h.wait().expect("helper exits");
+    match serde_json::from_str::<HelperReply>(&line).expect("a reply") {
+        HelperReply::Failed { message, .. } => {
+            assert!(message.contains("not running as root"), "{message}");
+            assert!(message.contains("NOT run"), "{message}");
+        }
+        HelperReply::Done(raw) => panic!("ran without root: {raw:?}"),
+    }
+    assert!(!marker.exists());
+}
