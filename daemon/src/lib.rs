@@ -3,6 +3,8 @@ pub mod cli_tiermap;
 pub mod cli_trust;
 pub mod clock;
 pub mod signing;
+pub mod server;
 pub mod store;
+pub mod tiermaps;
 
 pub mod cli_sandbox;

@@ -1,0 +1,282 @@
+//! The daemon's HTTP API, parsed once into [`ApiRequest`] (handlers never see hyper) and answered
+//! with an [`ApiResponse`].
+//!
+//! Agent socket (the hook is the client; paths and bodies are `cmdgate_policy::wire`'s):
+//!
+//! | method and path | body | answer |
+//! |---|---|---|
+//! | `POST /v1/decide` | `DecideRequest` | `200` `DecideResponse` |
+//! | `POST /v1/outcome` | `OutcomeReport` | `204` |
+//! | `POST /v1/spool/ingest` | none | `200` `{"ingested": N, "skipped": M}` |
+//! | `GET /v1/health` | none | `200` `{"ok": true, "version": ..}` |
+//!
+//! Admin socket (the operator CLI):
+//!
+//! | method and path | body | answer |
+//! |---|---|---|
+//! | `GET /admin/status` | none | status JSON |
+//! | `POST /admin/audit/query` | `store::audit::Query` | `[AuditRow]` |
+//! | `GET /admin/audit/{id}` | none | `{"row": AuditRow, "outcomes": [AuditRow]}` or 404 |
+//! | `GET /admin/audit/verify` | none | `ChainReport` |
+//! | `GET /admin/rules` | none | `[StoredRule]` |
+//! | `POST /admin/rules` | `{"kind", "project", "command", "note"?}` | `{"id": N}` |
+//! | `POST /admin/rules/{id}/enable`, `/disable` | none | `204` or 404 |
+//! | `POST /admin/breaker/reset` | `{"scope"?: "global" or "session:ID"}` | `{"reset": [scopes]}` |
+//! | `POST /admin/spool/ingest` | none | as on the agent socket |
+//!
+//! A body whose `v` is not `WIRE_VERSION` is a 400 (the hook turns every non-200 into deny).
+
+use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
+use serde::{Deserialize, Serialize};
+
+use crate::store::audit::Query;
+
+/// Which socket a request came in on: the routes differ, and so do the allowed peers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Agent,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// `POST /admin/rules`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddRule {
+    /// `approve`, `reject`, `always_ask`.
+    pub kind: String,
+    /// The project root the rule is scoped to (canonicalised by the daemon).
+    pub project: String,
+    /// The command exactly as the agent would send it; the daemon computes its canonical key.
+    pub command: String,
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// `POST /admin/breaker/reset`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResetBreaker {
+    /// `global`, `session:ID`; none resets every breaker.
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// One parsed request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ApiRequest {
+    Decide(Box<DecideRequest>),
+    Outcome(Box<OutcomeReport>),
+    IngestSpool,
+    Health,
+    Status,
+    AuditQuery(Query),
+    AuditShow(i64),
+    AuditVerify,
+    Rules,
+    AddRule(AddRule),
+    SetRuleEnabled { id: i64, enabled: bool },
+    ResetBreaker(ResetBreaker),
+}
+
+/// A request that could not be parsed: its status and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub status: u16,
+    pub message: String,
+}
+
+fn reject(status: u16, message: impl Into<String>) -> Rejection {
+    Rejection {
+        status,
+        message: message.into(),
+    }
+}
+
+fn json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Rejection> {
+    serde_json::from_slice(body).map_err(|e| reject(400, format!("bad JSON body: {e}")))
+}
+
+fn versioned(v: u32) -> Result<(), Rejection> {
+    if v == WIRE_VERSION {
+        Ok(())
+    } else {
+        Err(reject(
+            400,
+            format!("unsupported wire version {v} (this daemon speaks {WIRE_VERSION})"),
+        ))
+    }
+}
+
+impl ApiRequest {
+    /// Parses method, path and body for the socket `role`.
+    pub fn parse(
+        role: Role,
+        method: &str,
+        path: &str,
+        body: &[u8],
+    ) -> Result<ApiRequest, Rejection> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        match (role, method, segments.as_slice()) {
+            (Role::Agent, "POST", _) if path == DECIDE_PATH => {
+                let r: DecideRequest = json(body)?;
+                versioned(r.v)?;
+                Ok(ApiRequest::Decide(Box::new(r)))
+            }
+            (Role::Agent, "POST", _) if path == OUTCOME_PATH => {
+                let r: OutcomeReport = json(body)?;
+                versioned(r.v)?;
+                Ok(ApiRequest::Outcome(Box::new(r)))
+            }
+            (Role::Agent, "POST", ["v1", "spool", "ingest"])
+            | (Role::Admin, "POST", ["admin", "spool", "ingest"]) => Ok(ApiRequest::IngestSpool),
+            (_, "GET", ["v1", "health"]) => Ok(ApiRequest::Health),
+            (Role::Admin, "GET", ["admin", "status"]) => Ok(ApiRequest::Status),
+            (Role::Admin, "POST", ["admin", "audit", "query"]) => {
+                Ok(ApiRequest::AuditQuery(if body.is_empty() {
+                    Query::default()
+                } else {
+                    json(body)?
+                }))
+            }
+            (Role::Admin, "GET", ["admin", "audit", "verify"]) => Ok(ApiRequest::AuditVerify),
+            (Role::Admin, "GET", ["admin", "audit", id]) => id
+                .parse()
+                .map(ApiRequest::AuditShow)
+                .map_err(|_| reject(400, format!("audit id {id:?} is not a number"))),
+            (Role::Admin, "GET", ["admin", "rules"]) => Ok(ApiRequest::Rules),
+            (Role::Admin, "POST", ["admin", "rules"]) => Ok(ApiRequest::AddRule(json(body)?)),
+            (Role::Admin, "POST", ["admin", "rules", id, action @ ("enable" | "disable")]) => {
+                let id = id
+                    .parse()
+                    .map_err(|_| reject(400, format!("rule id {id:?} is not a number")))?;
+                Ok(ApiRequest::SetRuleEnabled {
+                    id,
+                    enabled: *action == "enable",
+                })
+            }
+            (Role::Admin, "POST", ["admin", "breaker", "reset"]) => {
+                Ok(ApiRequest::ResetBreaker(if body.is_empty() {
+                    ResetBreaker::default()
+                } else {
+                    json(body)?
+                }))
+            }
+            _ => Err(reject(
+                404,
+                format!("no route {method} {path} on the {} socket", role.as_str()),
+            )),
+        }
+    }
+}
+
+/// An answer: a status and an optional JSON body.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub body: Option<Vec<u8>>,
+}
+
+impl ApiResponse {
+    pub fn json<T: Serialize>(status: u16, value: &T) -> ApiResponse {
+        match serde_json::to_vec(value) {
+            Ok(body) => ApiResponse {
+                status,
+                body: Some(body),
+            },
+            Err(e) => ApiResponse::error(500, &format!("cannot encode the answer: {e}")),
+        }
+    }
+
+    pub fn no_content() -> ApiResponse {
+        ApiResponse {
+            status: 204,
+            body: None,
+        }
+    }
+
+    pub fn error(status: u16, message: &str) -> ApiResponse {
+        let body = serde_json::to_vec(&serde_json::json!({ "error": message })).unwrap_or_default();
+        ApiResponse {
+            status,
+            body: Some(body),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(role: Role, method: &str, path: &str, body: &str) -> Result<ApiRequest, Rejection> {
+        ApiRequest::parse(role, method, path, body.as_bytes())
+    }
+
+    #[test]
+    fn routes_are_per_socket() {
+        assert_eq!(
+            parse(Role::Agent, "GET", "/v1/health", ""),
+            Ok(ApiRequest::Health)
+        );
+        assert_eq!(
+            parse(Role::Admin, "GET", "/admin/audit/7", ""),
+            Ok(ApiRequest::AuditShow(7))
+        );
+        assert_eq!(
+            parse(Role::Admin, "GET", "/admin/audit/verify", ""),
+            Ok(ApiRequest::AuditVerify)
+        );
+        assert_eq!(
+            parse(Role::Admin, "POST", "/admin/rules/3/disable", ""),
+            Ok(ApiRequest::SetRuleEnabled {
+                id: 3,
+                enabled: false
+            })
+        );
+        // The agent cannot reach the operator's routes, nor the operator the agent's decide.
+        assert_eq!(
+            parse(Role::Agent, "GET", "/admin/status", "")
+                .unwrap_err()
+                .status,
+            404
+        );
+        assert_eq!(
+            parse(Role::Agent, "POST", "/admin/breaker/reset", "")
+                .unwrap_err()
+                .status,
+            404
+        );
+        assert_eq!(
+            parse(Role::Admin, "POST", "/v1/decide", "{}")
+                .unwrap_err()
+                .status,
+            404
+        );
+    }
+
+    #[test]
+    fn bodies_are_checked() {
+        assert_eq!(
+            parse(Role::Agent, "POST", "/v1/decide", "not json")
+                .unwrap_err()
+                .status,
+            400
+        );
+        let body = r#"{"v":2,"event":"PreToolUse","session_id":"s","tool_use_id":"t","cwd":"/","project_dir":"/",
+                      "tool_name":"Bash","tool_input":{"command":"ls"}}"#;
+        let e = parse(Role::Agent, "POST", "/v1/decide", body).unwrap_err();
+        assert!(e.message.contains("wire version 2"), "{e:?}");
+        let ok = body.replace("\"v\":2", "\"v\":1");
+        assert!(matches!(
+            parse(Role::Agent, "POST", "/v1/decide", &ok),
+            Ok(ApiRequest::Decide(_))
+        ));
+    }
+}

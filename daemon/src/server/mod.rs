@@ -1,0 +1,216 @@
+//! The HTTP/1.1 server over Unix sockets: accept, check the peer (`SO_PEERCRED`), parse each request
+//! once into an [`ApiRequest`], hand it to the [`Handler`], write its [`ApiResponse`].
+//!
+//! [`run`] takes its listener and shutdown signal from outside (the binary binds the socket or takes
+//! it from systemd; tests bind one in a temp dir). On shutdown it stops accepting, lets every
+//! connection finish the request it is serving, and returns once all have.
+
+pub mod api;
+pub mod listen;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+pub use api::{ApiRequest, ApiResponse, Role};
+
+/// Largest request body: the wire's bound on what the hook sends.
+pub const MAX_BODY: usize = cmdgate_policy::wire::MAX_REQUEST_BYTES;
+
+/// How long a client may take to send its request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The connecting process, as the kernel reports it (`SO_PEERCRED`): it cannot be forged by the
+/// client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "uid={} gid={}", self.uid, self.gid)?;
+        if let Some(pid) = self.pid {
+            write!(f, " pid={pid}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the server needs from the daemon. Handlers see parsed requests only.
+pub trait Handler: Send + Sync + 'static {
+    /// May this peer use this socket?
+    fn allowed(&self, role: Role, peer: &Peer) -> bool;
+    /// A peer was refused (audit it, tell the breaker).
+    fn refused(&self, role: Role, peer: Peer) -> impl Future<Output = ()> + Send;
+    /// Answers one request.
+    fn handle(
+        &self,
+        role: Role,
+        peer: Peer,
+        request: ApiRequest,
+    ) -> impl Future<Output = ApiResponse> + Send;
+    /// The answer to a request that did not parse. The default is the rejection's status and message;
+    /// the daemon audits decide requests that fail here too.
+    fn rejected(
+        &self,
+        role: Role,
+        peer: Peer,
+        rejection: api::Rejection,
+    ) -> impl Future<Output = ApiResponse> + Send {
+        let _ = (role, peer);
+        async move { ApiResponse::error(rejection.status, &rejection.message) }
+    }
+}
+
+/// Serves `listener` until `shutdown` turns true, then drains in-flight requests and returns.
+pub async fn run<H: Handler>(
+    listener: UnixListener,
+    role: Role,
+    handler: Arc<H>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        if *shutdown.borrow() {
+            break;
+        }
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let handler = handler.clone();
+                    let shutdown = shutdown.clone();
+                    connections.spawn(serve_connection(stream, role, handler, shutdown));
+                }
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning; the hook times out into deny.
+                    eprintln!("cmdgated: accept on the {} socket failed: {e}", role.as_str());
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = shutdown.changed() => {}
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+async fn serve_connection<H: Handler>(
+    stream: UnixStream,
+    role: Role,
+    handler: Arc<H>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let peer = match stream.peer_cred() {
+        Ok(c) => Peer {
+            uid: c.uid(),
+            gid: c.gid(),
+            pid: c.pid(),
+        },
+        Err(e) => {
+            eprintln!(
+                "cmdgated: no peer credentials on the {} socket: {e}",
+                role.as_str()
+            );
+            return;
+        }
+    };
+    if !handler.allowed(role, &peer) {
+        handler.refused(role, peer).await;
+        let mut stream = stream;
+        let body = format!(
+            "{{\"error\":\"peer {peer} is not allowed on the {} socket\"}}",
+            role.as_str()
+        );
+        let head = format!(
+            "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = stream.write_all(head.as_bytes()).await;
+        let _ = stream.write_all(body.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return;
+    }
+    let service = service_fn(move |req: Request<Incoming>| {
+        let handler = handler.clone();
+        async move { Ok::<_, Infallible>(answer(role, peer, handler.as_ref(), req).await) }
+    });
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    let conn = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        () = stopping(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
+}
+
+/// Resolves once shutdown is requested (or its sender is gone, which also means stop).
+async fn stopping(shutdown: &mut watch::Receiver<bool>) {
+    while !*shutdown.borrow_and_update() {
+        if shutdown.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn answer<H: Handler>(
+    role: Role,
+    peer: Peer,
+    handler: &H,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let method = req.method().as_str().to_owned();
+    let path = req.uri().path().to_owned();
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            let rejection = api::Rejection {
+                status: 413,
+                message: format!("request body refused: {e}"),
+            };
+            return to_hyper(handler.rejected(role, peer, rejection).await);
+        }
+    };
+    let response = match ApiRequest::parse(role, &method, &path, &body) {
+        Ok(request) => handler.handle(role, peer, request).await,
+        Err(rejection) => handler.rejected(role, peer, rejection).await,
+    };
+    to_hyper(response)
+}
+
+fn to_hyper(r: ApiResponse) -> Response<Full<Bytes>> {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut builder = Response::builder().status(status);
+    if r.body.is_some() {
+        builder = builder.header("content-type", "application/json");
+    }
+    let body = Full::new(Bytes::from(r.body.unwrap_or_default()));
+    builder.body(body).unwrap_or_else(|_| {
+        let mut resp = Response::new(Full::new(Bytes::new()));
+        *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+        resp
+    })
+}

@@ -1,0 +1,295 @@
+//! Tier maps per project: `CLAUDE_CMDS.md` read, verified against the pinned keys, checked against
+//! the highest revision stored for that project and key, and cached.
+//!
+//! The cache is keyed by the file's identity (size, mtime, inode) and then by content hash, so an
+//! edit is picked up on the next request without a restart, and an unchanged file costs one
+//! `stat`. A new content that fails (half-written, unsigned, forged, replayed) never activates: the
+//! last valid revision stays active and the failure is reported (status, one audit row per content).
+//! Without any valid revision the project is read-only with the reason.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cmdgate_policy::breaker::Integrity;
+use cmdgate_policy::tiermap::{
+    self, check_revision, ContentHash, PinnedKeys, ReplayError, Snapshot, VerifyError,
+};
+use serde::Serialize;
+use tokio::sync::Mutex;
+
+use crate::store::{state, Store, StoreError};
+
+/// A file's identity: if none of these changed, neither did the content we read last time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+    dev: u64,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+        ino: m.ino(),
+        dev: m.dev(),
+    })
+}
+
+/// The pinned keys, reloaded when their file changes.
+struct Keys {
+    path: PathBuf,
+    stamp: Option<Stamp>,
+    /// Bumped on every reload: cached project snapshots verified under older keys are re-checked.
+    generation: u64,
+    keys: Result<Arc<PinnedKeys>, String>,
+}
+
+struct Project {
+    stamp: Option<Stamp>,
+    keys_generation: u64,
+    /// Hash of the raw content last read (`None`: no file).
+    content: Option<ContentHash>,
+    active: Arc<Snapshot>,
+    /// The last verified snapshot, kept active while newer content fails.
+    last_valid: Option<Arc<Snapshot>>,
+    /// Why the current file content is not the active one.
+    problem: Option<String>,
+}
+
+/// Something about a project's map worth an audit row (and, for integrity events, the breaker).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MapEvent {
+    pub project: String,
+    /// `accepted` or `rejected`.
+    pub what: &'static str,
+    pub detail: String,
+    pub revision: Option<u64>,
+    #[serde(skip)]
+    pub integrity: Option<Integrity>,
+}
+
+/// A project's snapshot for one decision, and what loading it found.
+pub struct Loaded {
+    pub snapshot: Arc<Snapshot>,
+    pub event: Option<MapEvent>,
+}
+
+/// A project's map state for `cmdgate status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProjectStatus {
+    pub project: String,
+    pub active: String,
+    pub revision: Option<u64>,
+    pub problem: Option<String>,
+}
+
+/// The per-project cache.
+pub struct TierMaps {
+    keys: Mutex<Keys>,
+    projects: Mutex<HashMap<PathBuf, Project>>,
+}
+
+impl TierMaps {
+    pub fn new(trusted_keys: PathBuf) -> TierMaps {
+        TierMaps {
+            keys: Mutex::new(Keys {
+                path: trusted_keys,
+                stamp: None,
+                generation: 0,
+                keys: Err("not loaded yet".into()),
+            }),
+            projects: Mutex::new(HashMap::new()),
+        }
+    }
+
+    async fn keys(&self) -> (u64, Result<Arc<PinnedKeys>, String>) {
+        let mut k = self.keys.lock().await;
+        let now = stamp(&k.path);
+        if now != k.stamp || k.generation == 0 {
+            k.keys = match std::fs::read_to_string(&k.path) {
+                Ok(text) => PinnedKeys::parse(&text).map(Arc::new).map_err(|diags| {
+                    let lines: Vec<String> = diags
+                        .into_iter()
+                        .map(|d| d.in_file(&k.path.to_string_lossy()).to_string())
+                        .collect();
+                    format!("pinned keys are invalid: {}", lines.join("; "))
+                }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    Ok(Arc::new(PinnedKeys::new()))
+                }
+                Err(e) => Err(format!("cannot read pinned keys {}: {e}", k.path.display())),
+            };
+            k.stamp = now;
+            k.generation += 1;
+        }
+        (k.generation, k.keys.clone())
+    }
+
+    /// The snapshot for `root` (canonical project root).
+    pub async fn get(&self, root: &Path, store: &Store) -> Result<Loaded, StoreError> {
+        let (generation, keys) = self.keys().await;
+        let file = root.join(tiermap::FILE_NAME);
+        let now = stamp(&file);
+        let mut projects = self.projects.lock().await;
+        if let Some(p) = projects.get(root) {
+            if p.stamp == now && now.is_some() && p.keys_generation == generation {
+                return Ok(Loaded {
+                    snapshot: p.active.clone(),
+                    event: None,
+                });
+            }
+        }
+        let project = root.to_string_lossy().into_owned();
+        let text = match std::fs::read(&file) {
+            Ok(bytes) => Some(
+                String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", file.display())),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(Err(format!("cannot read {}: {e}", file.display()))),
+        };
+        let content = match &text {
+            Some(Ok(t)) => Some(tiermap::content_hash(t)),
+            Some(Err(_)) | None => None,
+        };
+        let previous = match projects.remove(root) {
+            Some(mut p)
+                if p.content.is_some()
+                    && p.content == content
+                    && p.keys_generation == generation =>
+            {
+                // Touched but not changed.
+                p.stamp = now;
+                let snapshot = p.active.clone();
+                projects.insert(root.to_path_buf(), p);
+                return Ok(Loaded {
+                    snapshot,
+                    event: None,
+                });
+            }
+            other => other,
+        };
+        let last_valid = previous.as_ref().and_then(|p| p.last_valid.clone());
+        // Decide what this content is worth.
+        let outcome: Result<Snapshot, (String, Option<Integrity>)> = match (&keys, &text) {
+            (Err(e), _) => Err((e.clone(), None)),
+            (Ok(_), None) => Err(("no CLAUDE_CMDS.md in the project".into(), None)),
+            (Ok(_), Some(Err(e))) => Err((e.clone(), None)),
+            (Ok(keys), Some(Ok(text))) => match tiermap::verify(text, keys) {
+                Err(e) => {
+                    let integrity = match e {
+                        VerifyError::NoTrailer
+                        | VerifyError::TooLarge { .. }
+                        | VerifyError::InvalidMap(_) => None,
+                        _ => Some(Integrity::BadSignature),
+                    };
+                    Err((format!("tier map rejected: {e}"), integrity))
+                }
+                Ok(v) => {
+                    let (p, k) = (project.clone(), v.key.clone());
+                    let seen = store.read(move |c| state::seen_revision(c, &p, &k)).await?;
+                    match check_revision(v.revision, &v.content_hash, seen.as_ref()) {
+                        Err(
+                            e @ (ReplayError::Rollback { .. } | ReplayError::RevisionReused { .. }),
+                        ) => Err((
+                            format!("tier map rejected: {e}"),
+                            Some(Integrity::ReplayedMap),
+                        )),
+                        Ok(()) => {
+                            let (p, k, s) = (project.clone(), v.key.clone(), v.seen());
+                            let at = crate::clock::now_ms();
+                            store
+                                .write(move |c| state::record_revision(c, &p, &k, &s, at))
+                                .await?;
+                            Ok(Snapshot::Verified(v))
+                        }
+                    }
+                }
+            },
+        };
+        let (entry, event) = match outcome {
+            Ok(snapshot) => {
+                let revision = snapshot.revision();
+                let detail = snapshot.to_string();
+                let active = Arc::new(snapshot);
+                (
+                    Project {
+                        stamp: now,
+                        keys_generation: generation,
+                        content,
+                        active: active.clone(),
+                        last_valid: Some(active),
+                        problem: None,
+                    },
+                    MapEvent {
+                        project: project.clone(),
+                        what: "accepted",
+                        detail,
+                        revision,
+                        integrity: None,
+                    },
+                )
+            }
+            Err((reason, integrity)) => {
+                // A missing file or unusable keys: nothing to fall back on (removing the map only
+                // narrows what runs). New content that fails: the last valid map stays active.
+                let keep = match (&keys, &text) {
+                    (Ok(_), Some(_)) => last_valid.clone(),
+                    _ => None,
+                };
+                let active = keep
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(Snapshot::read_only(reason.clone())));
+                let detail = match &keep {
+                    Some(s) => format!("{reason}; still using {s}"),
+                    None => format!("{reason}; the project is read-only"),
+                };
+                (
+                    Project {
+                        stamp: now,
+                        keys_generation: generation,
+                        content,
+                        active: active.clone(),
+                        last_valid: keep,
+                        problem: Some(reason),
+                    },
+                    MapEvent {
+                        project: project.clone(),
+                        what: "rejected",
+                        detail,
+                        revision: active.revision(),
+                        integrity,
+                    },
+                )
+            }
+        };
+        let snapshot = entry.active.clone();
+        projects.insert(root.to_path_buf(), entry);
+        Ok(Loaded {
+            snapshot,
+            event: Some(event),
+        })
+    }
+
+    /// Every cached project, for `status`.
+    pub async fn status(&self) -> Vec<ProjectStatus> {
+        let projects = self.projects.lock().await;
+        let mut out: Vec<ProjectStatus> = projects
+            .iter()
+            .map(|(root, p)| ProjectStatus {
+                project: root.to_string_lossy().into_owned(),
+                active: p.active.to_string(),
+                revision: p.active.revision(),
+                problem: p.problem.clone(),
+            })
+            .collect();
+        out.sort_by(|a, b| a.project.cmp(&b.project));
+        out
+    }
+}
