@@ -160,15 +160,16 @@ pub async fn sign_file(
     let checked = verify(&signed, &own_keys).map_err(SignError::SelfCheck)?;
     let with_pinned = verify(&signed, &pinned);
 
-    // Record first: if writing the map then fails, the next signing still goes above this revision.
-    ledger.record(&abs, checked.seen());
-    if let Err(e) = ledger.save(&config.ledger_dir) {
-        warnings.push(format!("signing ledger not updated: {e}"));
-    }
     let mode = std::fs::metadata(path)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(0o644);
     files::write_atomic(path, signed.as_bytes(), mode)?;
+    // The ledger records what was written, so `tiermap verify` never calls a map that failed to be
+    // written the newest one.
+    ledger.record(&abs, checked.seen());
+    if let Err(e) = ledger.save(&config.ledger_dir) {
+        warnings.push(format!("signing ledger not updated: {e}"));
+    }
 
     Ok(Signed {
         path: abs,
