@@ -47,11 +47,8 @@ fn ms(d: Duration) -> String {
 
 fn main() {
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "the mirror benchmark needs root"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "the mirror benchmark needs root");
     let root = tempfile::Builder::new()
         .prefix("cmdgate-bench-")
         .tempdir_in("/var/tmp")
