@@ -8,8 +8,21 @@
 //!   Bash, Read, Write, Edit, Glob, Grep);
 //! - any model name in the response is accepted; one `tool_use` content block per turn with its input
 //!   streamed as a single `input_json_delta` works, and `stop_reason: "tool_use"` makes the CLI run it;
-//! - a PreToolUse hook denial comes back as a `tool_result` whose content is
-//!   `"PreToolUse:Bash hook error: <permissionDecisionReason>"` (with `is_error: true`).
+//! - a PreToolUse hook denial comes back as a `tool_result` with `is_error: true` whose content is
+//!   `"PreToolUse:Bash hook error: <permissionDecisionReason>"`; a hook's `ask` in `-p` mode is a
+//!   denial too, and its tool_result is the bare reason (no prefix); both are listed in the result's
+//!   `permission_denials`;
+//! - a Bash command exiting non-zero fires PostToolUseFailure (not PostToolUse) with
+//!   `error: "Exit code N\n<stderr>"`, `is_interrupt`, `duration_ms`, and its tool_result is that text;
+//!   PostToolUse for Bash carries `tool_response: {stdout, stderr, interrupted, isImage,
+//!   noOutputExpected}` and `duration_ms`; hook inputs also carry `prompt_id` and `effort` as an object
+//!   (`{"level": "medium"}`);
+//! - a hook that prints only `{"systemMessage": ...}` makes no decision: Claude Code's own rules
+//!   apply (in `-p` default mode `rm` of a workspace file is refused with "needs approval"; under
+//!   `--permission-mode bypassPermissions` it runs); a PreToolUse-shaped answer printed for a Post
+//!   event is ignored without error;
+//! - as root, `bypassPermissions` is refused ("--dangerously-skip-permissions cannot be used with
+//!   root/sudo privileges") unless `IS_SANDBOX=1` is set.
 //!
 //! The turn to play is the number of assistant messages already in the request, which makes the
 //! fake safe under client retries. Requests without `tools` (side requests such as a title) get a
