@@ -213,4 +213,11 @@ mod tests {
             );
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn head_parser_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256)) {
+            let _ = parse_head(&bytes);
+        }
+    }
 }

@@ -348,4 +348,50 @@ mod tests {
             Some(HookEvent::PostToolUseFailure)
         );
     }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        fn arb_json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                ".{0,8}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 32, 6, |inner| {
+                prop_oneof![
+                    proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                    proptest::collection::btree_map("[a-z]{0,4}", inner, 0..6)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn never_panics_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+                let _ = parse_call(&bytes);
+                let _ = sniff_event(&bytes);
+            }
+
+            #[test]
+            fn strict_reader_agrees_with_serde_json_when_keys_are_unique(v in arb_json()) {
+                let text = serde_json::to_vec(&v).unwrap();
+                prop_assert_eq!(parse_strict(&text).unwrap(), v);
+            }
+
+            #[test]
+            fn any_command_round_trips(command in ".{0,200}", session in "[a-z0-9-]{1,20}") {
+                let input = json!({
+                    "session_id": session, "cwd": "/w", "hook_event_name": "PreToolUse",
+                    "tool_name": "Bash", "tool_input": {"command": command}, "tool_use_id": "t",
+                });
+                let call = parse_call(&serde_json::to_vec(&input).unwrap()).unwrap();
+                prop_assert_eq!(call.tool_input["command"].as_str(), Some(command.as_str()));
+            }
+        }
+    }
 }

@@ -365,4 +365,22 @@ mod tests {
             assert!(!s.pattern_names_secret(p, cwd), "{p}");
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn normalize_is_absolute_idempotent_and_dot_free(path in "[a-z./~]{0,30}") {
+            let cwd = Path::new("/w/p");
+            let once = normalize(&path, cwd, Some(Path::new("/home/u")));
+            proptest::prop_assert!(once.is_absolute());
+            proptest::prop_assert!(!once.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)));
+            let text = once.display().to_string();
+            proptest::prop_assert_eq!(normalize(&text, cwd, Some(Path::new("/home/u"))), once);
+        }
+
+        #[test]
+        fn glob_matcher_never_panics_and_star_matches_all(glob in "[a-z*?\\[\\]{},.]{0,12}", name in "[a-z.]{0,12}") {
+            let _ = glob_may_match(&glob, &name);
+            proptest::prop_assert!(glob_may_match("*", &name));
+        }
+    }
 }

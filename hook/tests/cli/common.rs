@@ -104,7 +104,7 @@ impl World {
 
     /// Runs the hook with `stdin` and `args`.
     pub fn run(&self, stdin: &[u8], args: &[&str]) -> HookRun {
-        run_hook(&self.env, stdin, args, true)
+        run_hook(&self.env, stdin, args, StdinEnd::Close)
     }
 }
 
@@ -150,14 +150,18 @@ impl HookRun {
     }
 }
 
-/// Runs the hook binary with exactly `env`, `stdin` (closed afterwards unless `close_stdin` is
+/// What happens to the hook's stdin after the input is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinEnd {
+    /// Closed, as Claude Code does.
+    Close,
+    /// Held open for the whole run bound: a writer that never finishes.
+    HoldOpen,
+}
+
+/// Runs the hook binary with exactly `env`, `stdin` (closed afterwards unless `end` says otherwise
 /// false) and `args`, bounded by [`RUN_BOUND`].
-pub fn run_hook(
-    env: &[(String, String)],
-    stdin: &[u8],
-    args: &[&str],
-    close_stdin: bool,
-) -> HookRun {
+pub fn run_hook(env: &[(String, String)], stdin: &[u8], args: &[&str], end: StdinEnd) -> HookRun {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cmdgate-hook"))
         .args(args)
         .env_clear()
@@ -172,7 +176,7 @@ pub fn run_hook(
     let writer = thread::spawn(move || {
         // The hook may stop reading (oversize input) and exit: a broken pipe here is expected.
         let _ = pipe.write_all(&data);
-        if !close_stdin {
+        if end == StdinEnd::HoldOpen {
             thread::sleep(RUN_BOUND);
         }
     });
@@ -200,7 +204,7 @@ pub fn run_hook(
         }
         thread::sleep(Duration::from_millis(5));
     };
-    if close_stdin {
+    if end == StdinEnd::Close {
         let _ = writer.join();
     }
     HookRun {

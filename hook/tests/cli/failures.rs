@@ -219,7 +219,12 @@ fn unknown_event_and_unknown_tool_deny() {
 fn stdin_never_closed_is_cut_by_the_deadline() {
     let mut w = World::new();
     w.set("CMDGATE_HOOK_DEADLINE_MS", "300");
-    let run = crate::common::run_hook(&w.env, b"{\"session_id\":", &[], false);
+    let run = crate::common::run_hook(
+        &w.env,
+        b"{\"session_id\":",
+        &[],
+        crate::common::StdinEnd::HoldOpen,
+    );
     let reason = run.denied();
     assert!(reason.contains("deadline"), "{reason}");
 }
