@@ -17,6 +17,8 @@
 //!   PostToolUse for Bash carries `tool_response: {stdout, stderr, interrupted, isImage,
 //!   noOutputExpected}` and `duration_ms`; hook inputs also carry `prompt_id` and `effort` as an object
 //!   (`{"level": "medium"}`);
+//! - a hook's `allow` makes the CLI run a call its own rules would refuse in `-p` default mode
+//!   (`rm` of a workspace file);
 //! - a hook that prints only `{"systemMessage": ...}` makes no decision: Claude Code's own rules
 //!   apply (in `-p` default mode `rm` of a workspace file is refused with "needs approval"; under
 //!   `--permission-mode bypassPermissions` it runs); a PreToolUse-shaped answer printed for a Post

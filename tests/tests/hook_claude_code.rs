@@ -1,6 +1,7 @@
 //! The hook under the real Claude Code CLI, with no daemon at all: reads run, everything else is
 //! denied with a reason that reaches the model, and the workspace is untouched; outcomes of what ran
-//! are spooled; the escape hatch steps aside but still stops a catastrophic command.
+//! are spooled; the escape hatch steps aside but still stops a catastrophic command; with a test peer
+//! on the daemon's socket, its allow/ask/deny reach the CLI and outcomes reach the peer.
 
 use cmdgate_tests::bins::cargo_bin;
 use cmdgate_tests::claude::Session;
@@ -161,4 +162,132 @@ fn escape_hatch_steps_aside_under_the_real_cli_but_catastrophic_commands_stay_de
         .filter(|l| l.contains("\"kind\":\"escape_hatch\""))
         .count();
     assert_eq!(hatch, 2, "{spool}");
+}
+
+/// A test peer on the daemon's socket: answers `/v1/decide` with `answer(request)` and records
+/// every request (path, body). It stands in for nothing in product code; the real daemon's own
+/// end-to-end tests replace it.
+fn test_peer(
+    socket: &std::path::Path,
+    answer: fn(&serde_json::Value) -> serde_json::Value,
+) -> std::sync::Arc<std::sync::Mutex<Vec<(String, serde_json::Value)>>> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::os::unix::net::UnixListener::bind(socket).expect("bind test peer");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = std::sync::Arc::clone(&log);
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            let path = line
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or_default()
+                .to_string();
+            let mut len = 0;
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = reader.read_exact(&mut body);
+            let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let reply = if path == "/v1/decide" {
+                answer(&body).to_string()
+            } else {
+                String::new()
+            };
+            let status = if path == "/v1/decide" {
+                "200 OK"
+            } else {
+                "204 No Content"
+            };
+            seen.lock().expect("log").push((path, body));
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                reply.len()
+            );
+        }
+    });
+    log
+}
+
+#[test]
+fn routed_calls_follow_the_daemons_answer_and_outcomes_reach_it() {
+    let s = session();
+    let socket = s.scratch("peer.sock");
+    let mut s = s;
+    s.set_env("CMDGATE_SOCKET", &socket.display().to_string());
+    let log = test_peer(&socket, |req| {
+        let command = req["tool_input"]["command"].as_str().unwrap_or_default();
+        let (decision, reason) = if command.starts_with("rm ") {
+            ("allow", "test-run clean")
+        } else if command.starts_with("touch ") {
+            ("ask", "creating files needs a person here")
+        } else {
+            ("deny", "writes need review")
+        };
+        serde_json::json!({"v": 1, "decision": decision, "reason": reason, "source": "sandbox",
+                           "tiermap_revision": 3, "audit_id": 9})
+    });
+    let old = s.workspace().join("old.txt");
+    std::fs::write(&old, "stale\n").unwrap();
+    let new = s.workspace().join("new.txt");
+    let written = s.workspace().join("w.txt");
+    let api = FakeApi::start(vec![
+        Step::bash("rm old.txt"),
+        Step::bash("touch new.txt"),
+        Step::write(&written.display().to_string(), "x"),
+    ]);
+    let run = s.run(&api, "tidy");
+    println!("claude -p result: {}", run.result);
+    println!("tool results:\n{}", api.transcript());
+    assert!(
+        run.done.status.success(),
+        "claude exited {:?}",
+        run.done.status
+    );
+
+    assert!(!api.result_of(0).expect("rm result").is_error);
+    assert!(!old.exists(), "the daemon allowed the rm, so it ran");
+    let ask = api.result_of(1).expect("touch result");
+    assert!(
+        ask.is_error && ask.content.contains("needs a person"),
+        "-p turns ask into a denial: {ask:?}"
+    );
+    assert!(!new.exists());
+    let deny = api.result_of(2).expect("write result");
+    assert!(
+        deny.is_error
+            && deny.content.contains("writes need review")
+            && deny.content.contains("audit #9"),
+        "{deny:?}"
+    );
+    assert!(!written.exists());
+
+    let log = log.lock().expect("log").clone();
+    let decides: Vec<_> = log.iter().filter(|(p, _)| p == "/v1/decide").collect();
+    assert_eq!(decides.len(), 3, "{log:?}");
+    assert_eq!(decides[0].1["tool_use_id"], tool_use_id(0));
+    assert_eq!(
+        decides[0].1["project_dir"],
+        s.workspace().display().to_string()
+    );
+    let outcomes: Vec<_> = log.iter().filter(|(p, _)| p == "/v1/outcome").collect();
+    assert_eq!(outcomes.len(), 1, "only the rm ran: {log:?}");
+    assert_eq!(outcomes[0].1["tool_use_id"], tool_use_id(0));
+    assert_eq!(outcomes[0].1["event"], "PostToolUse");
+    assert_eq!(outcomes[0].1["exit_code"], 0);
+    assert!(
+        !s.scratch("spool/hook.jsonl").exists(),
+        "delivered outcomes are not spooled"
+    );
 }
