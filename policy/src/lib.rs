@@ -8,6 +8,7 @@
 pub mod breaker;
 pub mod decide;
 pub mod learn;
+pub mod locations;
 pub mod shell;
 pub mod tiermap;
 pub mod time;

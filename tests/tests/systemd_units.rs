@@ -13,7 +13,11 @@ fn verify(dir: &Path) -> (bool, String) {
         .arg(dir.join("verify"))
         .output()
         .expect("run systemd/verify (needs bash and systemd-analyze: apt-get install systemd)");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     (out.status.success(), text)
 }
 
@@ -29,14 +33,29 @@ fn a_unit_with_an_unknown_directive_fails_the_check() {
     let tmp = tempfile::tempdir().unwrap();
     let copy = tmp.path().join("systemd");
     std::fs::create_dir_all(copy.join("user")).unwrap();
-    for entry in ["verify", "cmdgated.service", "cmdgated.socket", "cmdgated-admin.socket"] {
+    for entry in [
+        "verify",
+        "cmdgated.service",
+        "cmdgated.socket",
+        "cmdgated-admin.socket",
+    ] {
         std::fs::copy(systemd_dir().join(entry), copy.join(entry)).unwrap();
     }
-    for entry in ["cmdgated.service", "cmdgated.socket", "cmdgated-admin.socket"] {
-        std::fs::copy(systemd_dir().join("user").join(entry), copy.join("user").join(entry)).unwrap();
+    for entry in [
+        "cmdgated.service",
+        "cmdgated.socket",
+        "cmdgated-admin.socket",
+    ] {
+        std::fs::copy(
+            systemd_dir().join("user").join(entry),
+            copy.join("user").join(entry),
+        )
+        .unwrap();
     }
     let service = copy.join("cmdgated.service");
-    let text = std::fs::read_to_string(&service).unwrap().replace("[Service]\n", "[Service]\nProtectEverything=yes\n");
+    let text = std::fs::read_to_string(&service)
+        .unwrap()
+        .replace("[Service]\n", "[Service]\nProtectEverything=yes\n");
     std::fs::write(&service, text).unwrap();
     let (ok, text) = verify(&copy);
     assert!(!ok, "a bogus directive must fail the check:\n{text}");

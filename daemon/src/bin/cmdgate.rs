@@ -12,6 +12,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Show how cmdgate would decide a command, step by step, without executing anything.
+    Explain(cmdgate_daemon::cli_explain::ExplainArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
     Tiermap(cmdgate_daemon::cli_tiermap::TiermapArgs),
     /// Pin, list or unpin tier-map signing keys.
@@ -23,6 +25,9 @@ enum Command {
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::Explain(args)) => {
+            cmdgate_daemon::cli_explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
+        }
         Some(Command::Tiermap(args)) => cmdgate_daemon::cli_tiermap::run(args),
         Some(Command::Trust(args)) => cmdgate_daemon::cli_trust::run(args),
         Some(Command::Sandbox(args)) => cmdgate_daemon::cli_sandbox::main(args),

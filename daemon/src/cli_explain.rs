@@ -1,0 +1,211 @@
+//! `cmdgate explain`: the full decision path for a command, without executing anything.
+
+use std::path::PathBuf;
+
+use cmdgate_policy::decide::{self, Context, Request, RuleSet, Step, Tool};
+use cmdgate_policy::locations::Locations;
+use cmdgate_policy::shell::{self, read::ReadPolicy, Analysis, Limits, Word};
+use cmdgate_policy::tiermap::Snapshot;
+use serde_json::json;
+
+use crate::project;
+
+/// Arguments of `cmdgate explain`.
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// Directory the command would run in (default: the current directory).
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// The project root, as Claude Code's CLAUDE_PROJECT_DIR (default: the git root of --cwd).
+    #[arg(long)]
+    pub project: Option<PathBuf>,
+    /// Print JSON instead of a human summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Pretend the circuit breaker is open (read-only mode).
+    #[arg(long)]
+    pub breaker_open: bool,
+    /// The command, as the agent's Bash tool would receive it (several words are joined by spaces).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub command: Vec<String>,
+}
+
+/// Runs `explain`; returns the process exit code (0 whatever the decision).
+pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
+    let command = args.command.join(" ");
+    let cwd = match args.cwd {
+        Some(c) => c,
+        None => std::env::current_dir()?,
+    };
+    let env_project = std::env::var_os("CLAUDE_PROJECT_DIR").map(PathBuf::from);
+    let (root, root_source) =
+        project::project_root(&cwd, args.project.as_deref().or(env_project.as_deref()));
+    let locations = Locations::from_env(|k| std::env::var(k).ok());
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/".into());
+    let keys = project::load_pinned_keys(&locations);
+    let snapshot = project::load_snapshot(&root, keys.as_ref().map_err(String::as_str), None);
+    let root_s = root.to_string_lossy().into_owned();
+    let cwd_s = std::fs::canonicalize(&cwd)
+        .unwrap_or(cwd)
+        .to_string_lossy()
+        .into_owned();
+    let read_policy = ReadPolicy::new(&home);
+    let own = locations.own_paths(&home);
+    let rules = RuleSet::default();
+    let limits = Limits::default();
+    let ctx = Context {
+        snapshot: &snapshot,
+        rules: &rules,
+        breaker_open: args.breaker_open,
+        read_policy: &read_policy,
+        limits,
+        home: &home,
+        own_paths: &own,
+    };
+    let tool = Tool::Bash {
+        command: command.clone(),
+    };
+    let step = decide::decide(
+        Request {
+            tool: &tool,
+            project_root: &root_s,
+            cwd: &cwd_s,
+        },
+        ctx,
+    );
+
+    let analysis = shell::analyze(&command, &limits);
+    let parts: Vec<serde_json::Value> = match &analysis {
+        Analysis::Parsed(script) => script
+            .commands
+            .iter()
+            .zip(decide::read_verdicts(script, &cwd_s, ctx))
+            .map(|(c, read)| {
+                json!({
+                    "argv": c.argv.iter().map(word_text).collect::<Vec<_>>(),
+                    "context": c.context,
+                    "wrappers": c.wrappers.iter().map(|w| w.iter().map(word_text).collect::<Vec<_>>()).collect::<Vec<_>>(),
+                    "read": read.is_ok(),
+                    "not_read_because": read.err(),
+                })
+            })
+            .collect(),
+        Analysis::Unanalyzable(_) => Vec::new(),
+    };
+    let map = match &snapshot {
+        Snapshot::Verified(v) => {
+            json!({"valid": true, "revision": v.revision, "key": v.key, "key_version": v.key_version})
+        }
+        Snapshot::ReadOnly { reason } => json!({"valid": false, "read_only_because": reason}),
+    };
+    let outcome = match &step {
+        Step::Decided(d) => json!({
+            "decision": d.verb(),
+            "source": d.evidence().source,
+            "rule": d.evidence().rule,
+            "reason": d.evidence().reason,
+        }),
+        Step::TestRun(plan) => json!({
+            "decision": "test-run",
+            "why": plan.why,
+            "rules": plan.rules,
+            "timeout_s": plan.options.timeout.map(|t| t.as_secs()),
+            "network": plan.options.network,
+            "extra_writable": plan.options.extra_writable,
+            "edit_tracked": plan.options.edit_tracked,
+            "then": "clean ⇒ allow; dirty ⇒ deny with the effects; error or timeout ⇒ ask",
+        }),
+    };
+    if args.json {
+        let out = json!({
+            "command": command,
+            "project": root_s,
+            "project_from": root_source,
+            "tier_map": map,
+            "analysis": match &analysis { Analysis::Parsed(_) => json!("parsed"), Analysis::Unanalyzable(u) => json!(u) },
+            "parts": parts,
+            "outcome": outcome,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("command   {command}");
+    println!(
+        "project   {root_s} ({})",
+        serde_json::to_value(root_source)?
+            .as_str()
+            .unwrap_or_default()
+    );
+    match &snapshot {
+        Snapshot::Verified(v) => println!(
+            "tier map  CLAUDE_CMDS.md revision {}, signed by {} v{}",
+            v.revision, v.key, v.key_version
+        ),
+        Snapshot::ReadOnly { reason } => {
+            println!("tier map  none valid ⇒ read-only project: {reason}")
+        }
+    }
+    if let Analysis::Unanalyzable(u) = &analysis {
+        println!("analysis  not analysable: {u:?}");
+    }
+    for (i, p) in parts.iter().enumerate() {
+        let argv: Vec<&str> = p["argv"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str())
+            .collect();
+        let verdict = match p["not_read_because"].as_str() {
+            None => "read".to_owned(),
+            Some(why) => format!("not a read: {why}"),
+        };
+        println!("part {:<3}  {:<40} {verdict}", i + 1, argv.join(" "));
+    }
+    match &step {
+        Step::Decided(d) => {
+            let e = d.evidence();
+            println!(
+                "decision  {} (by {:?}{})",
+                d.verb().to_uppercase(),
+                e.source,
+                e.rule
+                    .as_deref()
+                    .map(|r| format!(", {r}"))
+                    .unwrap_or_default()
+            );
+            println!("reason    {}", e.reason);
+        }
+        Step::TestRun(plan) => {
+            println!("decision  TEST-RUN in the container mirror ({})", plan.why);
+            println!(
+                "options   timeout {}, network {}, extra writable {:?}, tracked edits {}",
+                plan.options
+                    .timeout
+                    .map(|t| format!("{} s", t.as_secs()))
+                    .unwrap_or_else(|| "default".into()),
+                if plan.options.network {
+                    "allowed"
+                } else {
+                    "none"
+                },
+                plan.options.extra_writable,
+                if plan.options.edit_tracked {
+                    "allowed"
+                } else {
+                    "dirty"
+                },
+            );
+            println!(
+                "then      clean ⇒ allow; dirty ⇒ deny with the effects; error or timeout ⇒ ask"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn word_text(w: &Word) -> String {
+    match w {
+        Word::Static(s) => s.clone(),
+        Word::Dynamic(raw) => format!("{raw} (dynamic)"),
+    }
+}

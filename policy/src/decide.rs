@@ -1,1 +1,0 @@
-//! The decision engine: `decide(request, snapshot, now) -> Decision`, DESIGN.md precedence.

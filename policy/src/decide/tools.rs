@@ -1,0 +1,274 @@
+//! Claude Code's tools other than Bash: what each one is, and its built-in policy.
+
+use serde_json::Value;
+
+use crate::tiermap::Snapshot;
+
+use super::paths::{self, Base};
+use super::{Context, Decision, Evidence, Request, Source};
+
+/// A tool call, reduced to what the policy needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tool {
+    /// `Bash`: a command string.
+    Bash { command: String },
+    /// `Read`, `NotebookRead`: reads one file.
+    Read { tool: String, path: String },
+    /// `Glob`, `Grep`, `LS`: reads a tree (the path is optional: the cwd). `pattern` is Glob's
+    /// pattern or Grep's `glob` file filter: which files inside it are read.
+    Search {
+        tool: String,
+        path: Option<String>,
+        pattern: Option<String>,
+    },
+    /// `Write`, `Edit`, `MultiEdit`, `NotebookEdit`: writes one file.
+    Write { tool: String, path: String },
+    /// `WebFetch`, `WebSearch`: leaves the machine.
+    Web { tool: String, target: String },
+    /// Claude Code's own bookkeeping (`TodoWrite`, `Task`, ...): touches nothing on the host; a
+    /// subagent's tool calls are hooked on their own.
+    Internal { tool: String },
+    /// MCP tools and anything unknown.
+    Other { tool: String },
+}
+
+/// Tools that only change Claude Code's own state.
+const INTERNAL: &[&str] = &[
+    "TodoWrite",
+    "Task",
+    "Agent",
+    "ExitPlanMode",
+    "BashOutput",
+    "KillShell",
+    "KillBash",
+    "ListMcpResourcesTool",
+];
+
+/// Files whose change alters what later runs (shell startup files): never written without a person.
+const SHELL_RC: &[&str] = &[
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".inputrc",
+    ".envrc",
+];
+
+/// Project paths whose change alters the gate itself or the repository's history.
+const PROTECTED_IN_PROJECT: &[&str] = &[".git", ".claude", "CLAUDE_CMDS.md"];
+
+impl Tool {
+    /// Reads Claude Code's `tool_name` and `tool_input`. A known tool missing its required field is
+    /// an error (the caller denies), never a guess.
+    pub fn from_claude(name: &str, input: &Value) -> Result<Tool, String> {
+        let field = |key: &str| -> Result<String, String> {
+            input
+                .get(key)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| format!("tool `{name}` has no string field `{key}` in tool_input"))
+        };
+        let optional = |key: &str| input.get(key).and_then(Value::as_str).map(str::to_owned);
+        Ok(match name {
+            "Bash" => Tool::Bash {
+                command: field("command")?,
+            },
+            "Read" => Tool::Read {
+                tool: name.into(),
+                path: field("file_path")?,
+            },
+            "NotebookRead" => Tool::Read {
+                tool: name.into(),
+                path: field("notebook_path")?,
+            },
+            "Glob" => Tool::Search {
+                tool: name.into(),
+                path: optional("path"),
+                pattern: optional("pattern"),
+            },
+            "Grep" => Tool::Search {
+                tool: name.into(),
+                path: optional("path"),
+                pattern: optional("glob"),
+            },
+            "LS" => Tool::Search {
+                tool: name.into(),
+                path: optional("path"),
+                pattern: None,
+            },
+            "Write" | "Edit" | "MultiEdit" => Tool::Write {
+                tool: name.into(),
+                path: field("file_path")?,
+            },
+            "NotebookEdit" => Tool::Write {
+                tool: name.into(),
+                path: field("notebook_path")?,
+            },
+            "WebFetch" => Tool::Web {
+                tool: name.into(),
+                target: field("url")?,
+            },
+            "WebSearch" => Tool::Web {
+                tool: name.into(),
+                target: field("query")?,
+            },
+            n if INTERNAL.contains(&n) => Tool::Internal { tool: name.into() },
+            _ => Tool::Other { tool: name.into() },
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Tool::Bash { .. } => "Bash",
+            Tool::Read { tool, .. }
+            | Tool::Search { tool, .. }
+            | Tool::Write { tool, .. }
+            | Tool::Web { tool, .. }
+            | Tool::Internal { tool }
+            | Tool::Other { tool } => tool,
+        }
+    }
+}
+
+pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> Decision {
+    let revision = match ctx.snapshot {
+        Snapshot::Verified(v) => Some(v.revision),
+        Snapshot::ReadOnly { .. } => None,
+    };
+    let ev = |source, reason: String| Evidence {
+        source,
+        rule: None,
+        revision,
+        reason,
+    };
+    let base = Base {
+        home: ctx.home,
+        cwd: req.cwd,
+    };
+    let read_only = |what: &str| -> Option<Decision> {
+        if let Snapshot::ReadOnly { reason } = ctx.snapshot {
+            return Some(Decision::Deny(ev(
+                Source::ReadOnlyMap,
+                format!("{what} refused: this project is read-only because it has no valid signed tier map ({reason})"),
+            )));
+        }
+        ctx.breaker_open.then(|| {
+            Decision::Deny(ev(
+                Source::Breaker,
+                format!("{what} refused: read-only mode after the circuit breaker tripped; the operator resets it with `cmdgate breaker reset`"),
+            ))
+        })
+    };
+    match tool {
+        Tool::Bash { .. } => Decision::Deny(ev(
+            Source::ToolPolicy,
+            "internal error: Bash reached the tool policy".into(),
+        )),
+        Tool::Read { tool, path } => {
+            let abs = paths::resolve_str(path, base);
+            if ctx.read_policy.secrets.matches(&abs, &[], false) {
+                Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    format!("`{tool}` of {abs} reads a secret path (keys, tokens, credentials); a person must decide"),
+                ))
+            } else {
+                Decision::Allow(ev(
+                    Source::BuiltinRead,
+                    format!("`{tool}` of {abs} is a read outside secret paths"),
+                ))
+            }
+        }
+        Tool::Search {
+            tool,
+            path,
+            pattern,
+        } => {
+            let dir = paths::resolve_str(path.as_deref().unwrap_or("."), base);
+            // The directory itself, and (for a pattern) every file the pattern could match in it.
+            let secret = ctx.read_policy.secrets.matches(&dir, &[], false)
+                || pattern.as_deref().is_some_and(|p| {
+                    let joined = if p.starts_with('/') {
+                        p.to_owned()
+                    } else {
+                        format!("{dir}/{p}")
+                    };
+                    ctx.read_policy.secrets.matches(&joined, &[], true)
+                });
+            if secret {
+                Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    format!("`{tool}` in {dir} could read secret paths (keys, tokens, credentials); a person must decide"),
+                ))
+            } else {
+                Decision::Allow(ev(
+                    Source::BuiltinRead,
+                    format!("`{tool}` in {dir} is a read outside secret paths"),
+                ))
+            }
+        }
+        Tool::Write { tool, path } => {
+            let abs = paths::resolve_str(path, base);
+            if ctx.own_paths.iter().any(|own| paths::is_within(&abs, own)) {
+                return Decision::Deny(Evidence {
+                    source: Source::Catastrophic,
+                    rule: Some("built-in:cmdgate-own-path".into()),
+                    revision,
+                    reason: format!("`{tool}` of {abs} refused: it is one of cmdgate's own files"),
+                });
+            }
+            if let Some(d) = read_only(&format!("`{tool}` of {abs}")) {
+                return d;
+            }
+            let name = abs.rsplit('/').next().unwrap_or_default();
+            if SHELL_RC.contains(&name) {
+                return Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    format!("`{tool}` of {abs} changes a shell startup file; a person must decide"),
+                ));
+            }
+            if !paths::is_within(&abs, req.project_root) {
+                return Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    format!(
+                        "`{tool}` of {abs} writes outside the project {}; a person must decide",
+                        req.project_root
+                    ),
+                ));
+            }
+            let relative = abs[req.project_root.len()..].trim_start_matches('/');
+            let first = relative.split('/').next().unwrap_or_default();
+            if PROTECTED_IN_PROJECT.contains(&first) {
+                return Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    format!("`{tool}` of {abs} changes a protected path ({first}); a person must decide"),
+                ));
+            }
+            Decision::Allow(ev(
+                Source::ToolPolicy,
+                format!("`{tool}` of {abs} stays inside the project, outside protected paths"),
+            ))
+        }
+        Tool::Web { tool, target } => read_only(&format!("`{tool}`")).unwrap_or_else(|| {
+            Decision::Ask(ev(
+                Source::ToolPolicy,
+                format!("`{tool}` of `{target}` leaves the machine; a person must decide"),
+            ))
+        }),
+        Tool::Internal { tool } => Decision::Allow(ev(
+            Source::ToolPolicy,
+            format!("`{tool}` only changes Claude Code's own state"),
+        )),
+        Tool::Other { tool } => read_only(&format!("`{tool}`")).unwrap_or_else(|| {
+            Decision::Ask(ev(
+                Source::ToolPolicy,
+                format!("`{tool}` is not a tool cmdgate knows; a person must decide"),
+            ))
+        }),
+    }
+}

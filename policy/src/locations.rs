@@ -1,0 +1,151 @@
+//! Where cmdgate keeps things: config, state, sockets. One pure function of the environment, shared
+//! by the hook (which must not spend time on it) and the daemon/CLI, so they never disagree.
+
+use serde::{Deserialize, Serialize};
+
+/// User mode (everything under the agent's own home: the embedded default) or system mode
+/// (config under /etc, state under /var/lib, sockets under /run: out of the agent's reach).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    User,
+    System,
+}
+
+/// Resolved locations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Locations {
+    pub mode: Mode,
+    /// Operator configuration: `config.toml`, `trusted-keys`, the development signing key.
+    pub config_dir: String,
+    /// State: the SQLite store, the spool.
+    pub data_dir: String,
+    /// The agent-facing decide socket.
+    pub socket: String,
+    /// The operator's admin socket.
+    pub admin_socket: String,
+}
+
+/// The pinned-keys file inside the config dir.
+pub const TRUSTED_KEYS_FILE: &str = "trusted-keys";
+
+impl Locations {
+    /// Resolves locations from environment values (passed in: no IO here).
+    ///
+    /// - `CMDGATE_MODE=system` ⇒ `/etc/cmdgate`, `/var/lib/cmdgate`, `/run/cmdgate/…`.
+    /// - else config `CMDGATE_CONFIG_DIR`, `$XDG_CONFIG_HOME/cmdgate`, `~/.config/cmdgate`;
+    ///   data `CMDGATE_HOME`, `$XDG_DATA_HOME/cmdgate`, `~/.local/share/cmdgate`;
+    ///   socket `CMDGATE_SOCKET`, `$XDG_RUNTIME_DIR/cmdgate/cmdgate.sock`, `<data>/cmdgate.sock`.
+    ///
+    /// Explicit `CMDGATE_*` variables win in both modes.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Locations {
+        let var = |k: &str| var(k).filter(|v| !v.is_empty());
+        let mode = match var("CMDGATE_MODE").as_deref() {
+            Some("system") => Mode::System,
+            _ => Mode::User,
+        };
+        let home = var("HOME").unwrap_or_else(|| "/nonexistent".into());
+        let (config_dir, data_dir, runtime) = match mode {
+            Mode::System => (
+                "/etc/cmdgate".to_owned(),
+                "/var/lib/cmdgate".to_owned(),
+                Some("/run/cmdgate".to_owned()),
+            ),
+            Mode::User => (
+                var("XDG_CONFIG_HOME")
+                    .map(|x| format!("{x}/cmdgate"))
+                    .unwrap_or_else(|| format!("{home}/.config/cmdgate")),
+                var("XDG_DATA_HOME")
+                    .map(|x| format!("{x}/cmdgate"))
+                    .unwrap_or_else(|| format!("{home}/.local/share/cmdgate")),
+                var("XDG_RUNTIME_DIR").map(|x| format!("{x}/cmdgate")),
+            ),
+        };
+        let config_dir = var("CMDGATE_CONFIG_DIR").unwrap_or(config_dir);
+        let data_dir = var("CMDGATE_HOME").unwrap_or(data_dir);
+        let runtime = runtime.unwrap_or_else(|| data_dir.clone());
+        let socket = var("CMDGATE_SOCKET").unwrap_or_else(|| format!("{runtime}/cmdgate.sock"));
+        let admin_socket =
+            var("CMDGATE_ADMIN_SOCKET").unwrap_or_else(|| format!("{runtime}/admin.sock"));
+        Locations {
+            mode,
+            config_dir,
+            data_dir,
+            socket,
+            admin_socket,
+        }
+    }
+
+    pub fn trusted_keys(&self) -> String {
+        format!("{}/{TRUSTED_KEYS_FILE}", self.config_dir)
+    }
+
+    /// Paths an agent's command must never touch: whoever can write them can widen the gate.
+    /// `home` adds the user-level Claude Code settings (where the hook is registered).
+    pub fn own_paths(&self, home: &str) -> Vec<String> {
+        let parent = |p: &str| {
+            p.rsplit_once('/')
+                .map(|(d, _)| d.to_owned())
+                .unwrap_or_default()
+        };
+        let mut v = vec![
+            self.config_dir.clone(),
+            self.data_dir.clone(),
+            parent(&self.socket),
+            parent(&self.admin_socket),
+            format!("{home}/.claude/settings.json"),
+            format!("{home}/.claude/settings.local.json"),
+        ];
+        v.retain(|p| !p.is_empty() && p != "/");
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn user_mode_defaults_follow_xdg() {
+        let l = Locations::from_env(env(&[
+            ("HOME", "/home/a"),
+            ("XDG_RUNTIME_DIR", "/run/user/1000"),
+        ]));
+        assert_eq!(l.mode, Mode::User);
+        assert_eq!(l.config_dir, "/home/a/.config/cmdgate");
+        assert_eq!(l.data_dir, "/home/a/.local/share/cmdgate");
+        assert_eq!(l.socket, "/run/user/1000/cmdgate/cmdgate.sock");
+        assert_eq!(l.trusted_keys(), "/home/a/.config/cmdgate/trusted-keys");
+    }
+
+    #[test]
+    fn without_runtime_dir_sockets_live_in_the_data_dir() {
+        let l = Locations::from_env(env(&[("HOME", "/home/a"), ("CMDGATE_HOME", "/tmp/cg")]));
+        assert_eq!(l.socket, "/tmp/cg/cmdgate.sock");
+        assert_eq!(l.admin_socket, "/tmp/cg/admin.sock");
+    }
+
+    #[test]
+    fn system_mode_and_explicit_overrides() {
+        let l = Locations::from_env(env(&[
+            ("CMDGATE_MODE", "system"),
+            ("CMDGATE_SOCKET", "/x/s.sock"),
+        ]));
+        assert_eq!(l.config_dir, "/etc/cmdgate");
+        assert_eq!(l.data_dir, "/var/lib/cmdgate");
+        assert_eq!(l.socket, "/x/s.sock");
+        assert_eq!(l.admin_socket, "/run/cmdgate/admin.sock");
+        assert!(l.own_paths("/root").contains(&"/etc/cmdgate".to_owned()));
+    }
+}
