@@ -38,6 +38,8 @@ pub struct Config {
     pub escape_hatch: Option<String>,
     /// `$CLAUDE_PROJECT_DIR`, set by Claude Code for hooks: the project root.
     pub project_dir: Option<String>,
+    /// `$CLAUDE_CODE_SESSION_ATTENDED` (`1`/`0`): can a person answer a prompt? Passed to the daemon.
+    pub attended: Option<bool>,
     /// `$HOME`: secret paths under it are not fast-path reads.
     pub home: Option<PathBuf>,
     /// `$CMDGATE_SECRET_PATHS` (colon-separated absolute paths): more secret paths.
@@ -157,6 +159,14 @@ impl Config {
                     .map_err(|_| "CMDGATE_ESCAPE_HATCH is not UTF-8".to_string())?,
             ),
         };
+        let attended = match nonempty(env("CLAUDE_CODE_SESSION_ATTENDED"))
+            .as_deref()
+            .and_then(|v| v.to_str())
+        {
+            Some("1" | "true") => Some(true),
+            Some("0" | "false") => Some(false),
+            _ => None,
+        };
         let project_dir = nonempty(env("CLAUDE_PROJECT_DIR")).and_then(|p| p.into_string().ok());
         let extra_secrets = nonempty(env("CMDGATE_SECRET_PATHS"))
             .map(|v| {
@@ -173,6 +183,7 @@ impl Config {
             deadline,
             outcome_timeout,
             escape_hatch,
+            attended,
             project_dir,
             home,
             extra_secrets,

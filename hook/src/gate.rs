@@ -191,6 +191,7 @@ fn ask_daemon(
         tool_name: call.tool_name.clone(),
         tool_input: call.tool_input.clone(),
         hook_note: Some(note.clone()),
+        attended: cfg.attended,
         escape_hatch: None,
     };
     let body = match serde_json::to_vec(&request) {

@@ -125,6 +125,11 @@ pub struct DecideRequest {
     /// Why the hook did not allow this locally (e.g. "not a read: `rm`"); for the audit only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_note: Option<String>,
+    /// `$CLAUDE_CODE_SESSION_ATTENDED` as Claude Code sets it in the hook's environment (`false` under
+    /// `claude -p`, observed with 2.1.332): whether a person can answer an "ask" prompt. `None` when
+    /// Claude Code does not say. The daemon may turn an ask into a pending approval when `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attended: Option<bool>,
     /// Set when the operator's escape hatch is active; the daemon records it (the hook does not route
     /// calls while it is active, but a future hook may ask the daemon for tier 3 only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -336,6 +341,7 @@ mod tests {
             tool_name: "Bash".into(),
             tool_input: json!({"command": "rm x"}),
             hook_note: None,
+            attended: None,
             escape_hatch: None,
         };
         let text = serde_json::to_value(&req).unwrap();
