@@ -165,9 +165,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         Step::Decided(d) => {
             let e = d.evidence();
             println!(
-                "decision  {} (by {:?}{})",
+                "decision  {} (by {}{})",
                 d.verb().to_uppercase(),
-                e.source,
+                serde_json::to_value(e.source)?.as_str().unwrap_or("?"),
                 e.rule
                     .as_deref()
                     .map(|r| format!(", {r}"))
