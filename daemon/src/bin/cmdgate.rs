@@ -12,6 +12,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the daemon in the foreground with the embedded defaults.
+    Up(cmdgate_daemon::cli_up::UpArgs),
+    /// What the running daemon is doing.
+    Status(cmdgate_daemon::cli_status::StatusArgs),
+    /// Read and verify the command audit.
+    Audit(cmdgate_daemon::cli_audit::AuditArgs),
+    /// Register the hook in Claude Code's settings.
+    Hook(cmdgate_daemon::cli_hook::HookArgs),
+    /// Find every setup in which cmdgate would fail open.
+    Doctor(cmdgate_daemon::cli_doctor::DoctorArgs),
+    /// Write a commented starter CLAUDE_CMDS.md (and sign it with --sign).
+    Init(cmdgate_daemon::cli_init::InitArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
     Explain(cmdgate_daemon::cli_explain::ExplainArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
@@ -25,6 +37,12 @@ enum Command {
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     match cli.command {
+        Some(Command::Up(args)) => cmdgate_daemon::cli_up::run(args),
+        Some(Command::Status(args)) => cmdgate_daemon::cli_status::run(args),
+        Some(Command::Audit(args)) => cmdgate_daemon::cli_audit::run(args),
+        Some(Command::Hook(args)) => cmdgate_daemon::cli_hook::run(args),
+        Some(Command::Doctor(args)) => cmdgate_daemon::cli_doctor::run(args),
+        Some(Command::Init(args)) => cmdgate_daemon::cli_init::run(args),
         Some(Command::Explain(args)) => {
             cmdgate_daemon::cli_explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
         }

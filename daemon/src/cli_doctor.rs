@@ -1,0 +1,282 @@
+//! `cmdgate doctor`: find every setup in which cmdgate would fail open or not be consulted — hook
+//! missing or not executable, not registered for all three events, a hook timeout too short, hooks
+//! disabled, the daemon unreachable, the map unsigned or invalid, no pinned keys, the escape hatch
+//! set. Exits 1 when any check fails.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use cmdgate_policy::tiermap::{self, PinnedKeys};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::admin_client;
+use crate::cli_hook::{self, EVENTS};
+use crate::config::HOOK_DEADLINE;
+use crate::serve;
+
+/// Arguments of `cmdgate doctor`.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// The project to check (default: the current directory).
+    #[arg(long)]
+    pub project: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One finding.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    /// `ok`, `warn` (works, but weaker than it should be) or `fail` (fails open or not at all).
+    pub status: &'static str,
+    pub detail: String,
+}
+
+fn check(name: &'static str, ok: bool, detail: String) -> Check {
+    Check {
+        name,
+        status: if ok { "ok" } else { "fail" },
+        detail,
+    }
+}
+
+pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let project = match args.project {
+        Some(p) => p,
+        None => std::env::current_dir()?,
+    };
+    let project = std::fs::canonicalize(&project).unwrap_or(project);
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/".into()));
+    let mut checks = Vec::new();
+
+    // Config.
+    let loaded = serve::load(None);
+    let paths = match &loaded {
+        Ok((_, p)) => Some(p.clone()),
+        Err(e) => {
+            checks.push(check(
+                "config",
+                false,
+                format!("{e}: the daemon will not start"),
+            ));
+            None
+        }
+    };
+    if let Some(p) = &paths {
+        checks.push(check(
+            "config",
+            true,
+            format!("{} (defaults where absent)", p.config_file.display()),
+        ));
+    }
+
+    // Hook registration across the settings files Claude Code merges.
+    let mut registered: Vec<(String, String, Option<u64>, PathBuf)> = Vec::new();
+    let mut env: Vec<(String, String)> = Vec::new();
+    for file in cli_hook::settings_files(&project, &home) {
+        match cli_hook::read_settings(&file) {
+            Ok(settings) => {
+                let r = cli_hook::inspect(&settings);
+                if r.all_hooks_disabled {
+                    checks.push(check(
+                        "hooks enabled",
+                        false,
+                        format!(
+                            "{} sets disableAllHooks: every call runs unchecked",
+                            file.display()
+                        ),
+                    ));
+                }
+                registered.extend(
+                    r.events
+                        .into_iter()
+                        .map(|(e, c, t)| (e, c, t, file.clone())),
+                );
+                env.extend(r.env);
+            }
+            Err(e) => checks.push(check("settings", false, format!("{e:#}"))),
+        }
+    }
+    for event in EVENTS {
+        let found: Vec<_> = registered.iter().filter(|r| r.0 == event).collect();
+        checks.push(check(
+            match event {
+                "PreToolUse" => "registered: PreToolUse",
+                "PostToolUse" => "registered: PostToolUse",
+                _ => "registered: PostToolUseFailure",
+            },
+            !found.is_empty(),
+            match found.first() {
+                Some(r) => format!("{} in {}", r.1, r.3.display()),
+                None => format!("cmdgate-hook is not registered for {event}; run `cmdgate hook install --project {}`", project.display()),
+            },
+        ));
+    }
+    let min = cli_hook::min_timeout_s();
+    for (event, command, timeout, file) in &registered {
+        let program = command.split_whitespace().next().unwrap_or_default();
+        let executable = {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(program)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        };
+        if !executable {
+            checks.push(check("hook binary", false, format!("{program} ({event}, {}) is missing or not executable: Claude Code treats a hook that cannot run as no decision", file.display())));
+        }
+        // Claude Code's default timeout is 60 s when none is set.
+        let t = timeout.unwrap_or(60);
+        if t < min {
+            checks.push(check("hook timeout", false, format!("{event} in {}: timeout {t} s is below {min} s; the call would proceed when the hook's {} s deadline is still running", file.display(), HOOK_DEADLINE.as_secs())));
+        }
+    }
+    if !registered.is_empty()
+        && !checks
+            .iter()
+            .any(|c| c.name == "hook binary" || c.name == "hook timeout")
+    {
+        checks.push(check(
+            "hook binary and timeout",
+            true,
+            format!("every registration is executable with a timeout of at least {min} s"),
+        ));
+    }
+
+    // Escape hatch, in the environment or the settings' env block.
+    let mut hatch: Vec<String> = env
+        .iter()
+        .filter(|(k, v)| k == "CMDGATE_ESCAPE_HATCH" && !v.is_empty())
+        .map(|(_, v)| format!("settings env: {v}"))
+        .collect();
+    if let Ok(v) = std::env::var("CMDGATE_ESCAPE_HATCH") {
+        if !v.is_empty() {
+            hatch.push(format!("environment: {v}"));
+        }
+    }
+    checks.push(check(
+        "escape hatch",
+        hatch.is_empty(),
+        if hatch.is_empty() {
+            "not set".into()
+        } else {
+            format!(
+                "CMDGATE_ESCAPE_HATCH is set ({}): cmdgate steps aside except for tier 3",
+                hatch.join("; ")
+            )
+        },
+    ));
+
+    // Daemon.
+    if let Some(p) = &paths {
+        let health = admin_client::request(
+            &p.decide_socket,
+            "GET",
+            "/v1/health",
+            None,
+            Duration::from_secs(3),
+        );
+        checks.push(match health {
+            Ok(r) if r.status == 200 => check(
+                "daemon",
+                true,
+                format!("answering on {}", p.decide_socket.display()),
+            ),
+            Ok(r) => check(
+                "daemon",
+                false,
+                format!("{} answered {}", p.decide_socket.display(), r.status),
+            ),
+            Err(e) => check("daemon", false, format!("{e}: every routed call is denied")),
+        });
+    }
+
+    // Keys and the map.
+    let keys = paths.as_ref().map(|p| {
+        let file = p.locations.trusted_keys();
+        match std::fs::read_to_string(&file) {
+            Ok(text) => PinnedKeys::parse(&text).map_err(|d| {
+                format!(
+                    "{file}: {} problems, first: {}",
+                    d.len(),
+                    d.first().map(|x| x.to_string()).unwrap_or_default()
+                )
+            }),
+            Err(e) => Err(format!("{file}: {e}")),
+        }
+    });
+    match &keys {
+        Some(Ok(k)) if !k.is_empty() => checks.push(check(
+            "pinned keys",
+            true,
+            format!("{} key(s) pinned", k.keys().count()),
+        )),
+        Some(Ok(_)) => checks.push(check(
+            "pinned keys",
+            false,
+            "no key pinned: no tier map can verify, every project is read-only".into(),
+        )),
+        Some(Err(e)) => checks.push(check("pinned keys", false, e.clone())),
+        None => {}
+    }
+    let map = project.join(tiermap::FILE_NAME);
+    match (std::fs::read_to_string(&map), &keys) {
+        (Err(_), _) => checks.push(Check {
+            name: "tier map",
+            status: "warn",
+            detail: format!(
+                "no {}: the project is read-only (`cmdgate init --sign`)",
+                map.display()
+            ),
+        }),
+        (Ok(text), Some(Ok(k))) => match tiermap::verify(&text, k) {
+            Ok(v) => checks.push(check(
+                "tier map",
+                true,
+                format!(
+                    "revision {} signed by `{}` v{}",
+                    v.revision, v.key, v.key_version
+                ),
+            )),
+            Err(e) => checks.push(check(
+                "tier map",
+                false,
+                format!("{}: {e}: the project is read-only", map.display()),
+            )),
+        },
+        (Ok(_), _) => checks.push(check(
+            "tier map",
+            false,
+            "cannot verify without pinned keys".into(),
+        )),
+    }
+
+    let failed = checks.iter().any(|c| c.status == "fail");
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"project": project, "ok": !failed, "checks": checks})
+            )?
+        );
+    } else {
+        for c in &checks {
+            println!("{:<5} {:<32} {}", c.status.to_uppercase(), c.name, c.detail);
+        }
+        println!(
+            "{}",
+            if failed {
+                "cmdgate is NOT fully protecting this project"
+            } else {
+                "no fail-open setup found"
+            }
+        );
+    }
+    Ok(if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,321 @@
+//! `cmdgate hook install [--project DIR | --user]`: register the hook binary in Claude Code's
+//! settings for PreToolUse, PostToolUse and PostToolUseFailure, merged into whatever the settings
+//! already hold (never clobbered), with a timeout above the hook's own deadline.
+//!
+//! The settings logic ([`register`], [`inspect`]) is shared with `cmdgate doctor`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use serde_json::{json, Map, Value};
+
+use crate::config::HOOK_DEADLINE;
+
+/// The events cmdgate must be registered for; missing any one is a fail-open setup.
+pub const EVENTS: [&str; 3] = ["PreToolUse", "PostToolUse", "PostToolUseFailure"];
+/// Claude Code's hook timeout (seconds) written by default: above the hook's 45 s deadline.
+pub const DEFAULT_TIMEOUT_S: u64 = 60;
+/// Margin between the hook's deadline and Claude Code's timeout: the hook must answer first.
+pub const MARGIN_S: u64 = 5;
+
+/// The shortest acceptable Claude Code timeout for the hook.
+pub fn min_timeout_s() -> u64 {
+    HOOK_DEADLINE.as_secs() + MARGIN_S
+}
+
+/// Arguments of `cmdgate hook`.
+#[derive(Debug, clap::Args)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    pub command: HookCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HookCommand {
+    /// Register the hook in Claude Code's settings (project: DIR/.claude/settings.json).
+    Install {
+        /// The project whose .claude/settings.json to change (default: the current directory).
+        #[arg(long, conflicts_with = "user")]
+        project: Option<PathBuf>,
+        /// Change ~/.claude/settings.json instead (every project of this user).
+        #[arg(long)]
+        user: bool,
+        /// The hook binary (default: cmdgate-hook next to this cmdgate).
+        #[arg(long)]
+        hook: Option<PathBuf>,
+        /// Claude Code's timeout for the hook, in seconds.
+        #[arg(long, default_value_t = DEFAULT_TIMEOUT_S)]
+        timeout: u64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where a hook registration was found, per event.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Registration {
+    /// Event → (command, timeout seconds if set) of every cmdgate-hook entry.
+    pub events: Vec<(String, String, Option<u64>)>,
+    /// `disableAllHooks: true`: every hook is off, cmdgate included.
+    pub all_hooks_disabled: bool,
+    /// `env` entries relevant to cmdgate (`CMDGATE_*`).
+    pub env: Vec<(String, String)>,
+}
+
+/// Is this hook command cmdgate's? (The binary's file name is `cmdgate-hook`.)
+pub fn is_cmdgate_hook(command: &str) -> bool {
+    command
+        .split_whitespace()
+        .next()
+        .is_some_and(|prog| prog.rsplit('/').next() == Some("cmdgate-hook"))
+}
+
+/// Adds or updates cmdgate's entry for every event in `settings`; returns what changed.
+pub fn register(
+    settings: &mut Value,
+    command: &str,
+    timeout_s: u64,
+) -> anyhow::Result<Vec<String>> {
+    let Some(root) = settings.as_object_mut() else {
+        bail!("the settings file is not a JSON object")
+    };
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(hooks) = hooks.as_object_mut() else {
+        bail!("`hooks` in the settings is not an object")
+    };
+    let mut changes = Vec::new();
+    for event in EVENTS {
+        let list = hooks
+            .entry(event)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Some(list) = list.as_array_mut() else {
+            bail!("`hooks.{event}` in the settings is not a list")
+        };
+        let mut found = false;
+        for group in list.iter_mut() {
+            for h in group
+                .get_mut("hooks")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                let ours = h
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .is_some_and(is_cmdgate_hook);
+                if ours {
+                    found = true;
+                    if h.get("command").and_then(Value::as_str) != Some(command)
+                        || h.get("timeout").and_then(Value::as_u64) != Some(timeout_s)
+                    {
+                        h["command"] = json!(command);
+                        h["timeout"] = json!(timeout_s);
+                        h["type"] = json!("command");
+                        changes.push(format!("updated {event}"));
+                    }
+                }
+            }
+        }
+        if !found {
+            list.push(json!({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": timeout_s}]}));
+            changes.push(format!("registered {event}"));
+        }
+    }
+    Ok(changes)
+}
+
+/// What a settings document says about cmdgate.
+pub fn inspect(settings: &Value) -> Registration {
+    let mut r = Registration {
+        all_hooks_disabled: settings.get("disableAllHooks").and_then(Value::as_bool) == Some(true),
+        ..Default::default()
+    };
+    for event in EVENTS {
+        for group in settings["hooks"][event].as_array().into_iter().flatten() {
+            for h in group["hooks"].as_array().into_iter().flatten() {
+                if let Some(c) = h["command"].as_str().filter(|c| is_cmdgate_hook(c)) {
+                    r.events
+                        .push((event.to_owned(), c.to_owned(), h["timeout"].as_u64()));
+                }
+            }
+        }
+    }
+    for (k, v) in settings["env"].as_object().into_iter().flatten() {
+        if k.starts_with("CMDGATE_") {
+            r.env.push((
+                k.clone(),
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string()),
+            ));
+        }
+    }
+    r
+}
+
+/// Reads a settings file; a missing file is an empty object, an unparsable one an error (it is
+/// never overwritten).
+pub fn read_settings(path: &Path) -> anyhow::Result<Value> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if text.trim().is_empty() => Ok(json!({})),
+        Ok(text) => serde_json::from_str(&text).with_context(|| {
+            format!(
+                "{} is not valid JSON; fix it by hand, cmdgate will not overwrite it",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(json!({})),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// The settings files Claude Code reads for a project, in the order it merges them.
+pub fn settings_files(project: &Path, home: &Path) -> Vec<PathBuf> {
+    vec![
+        home.join(".claude/settings.json"),
+        project.join(".claude/settings.json"),
+        project.join(".claude/settings.local.json"),
+    ]
+}
+
+/// The default hook binary: `cmdgate-hook` next to this executable.
+pub fn default_hook() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find this cmdgate binary")?;
+    Ok(exe.with_file_name("cmdgate-hook"))
+}
+
+fn write_atomically(path: &Path, value: &Value) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = path.parent().context("settings path has no directory")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mode = std::fs::metadata(path)
+        .map(|m| m.permissions().mode() & 0o777)
+        .unwrap_or(0o644);
+    let tmp = path.with_extension(format!("json.cmdgate-{}", std::process::id()));
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}
+
+pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
+    let HookCommand::Install {
+        project,
+        user,
+        hook,
+        timeout,
+        json,
+    } = args.command;
+    if timeout < min_timeout_s() {
+        bail!(
+            "a {timeout} s hook timeout is too short: the hook answers by its own {} s deadline and Claude Code lets \
+             the call through when the timeout passes first; use at least {} s",
+            HOOK_DEADLINE.as_secs(),
+            min_timeout_s()
+        );
+    }
+    let hook = match hook {
+        Some(h) => h,
+        None => default_hook()?,
+    };
+    let hook = std::fs::canonicalize(&hook)
+        .with_context(|| format!("the hook binary {} does not exist", hook.display()))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(&hook)?;
+        if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+            bail!("{} is not an executable file", hook.display());
+        }
+    }
+    let command = hook.to_string_lossy().into_owned();
+    if !is_cmdgate_hook(&command) {
+        bail!("{command} is not named cmdgate-hook; `cmdgate doctor` and later installs recognise the hook by that name");
+    }
+    if command.contains(char::is_whitespace) {
+        bail!("the hook path {command:?} contains whitespace, which Claude Code's command line would split");
+    }
+    let path = if user {
+        let home = std::env::var_os("HOME").context("HOME is not set")?;
+        PathBuf::from(home).join(".claude/settings.json")
+    } else {
+        let dir = match project {
+            Some(p) => p,
+            None => std::env::current_dir()?,
+        };
+        dir.join(".claude/settings.json")
+    };
+    let mut settings = read_settings(&path)?;
+    let changes = register(&mut settings, &command, timeout)?;
+    if !changes.is_empty() {
+        write_atomically(&path, &settings)?;
+    }
+    if json {
+        println!(
+            "{}",
+            json!({"settings": path, "hook": command, "timeout_s": timeout, "changes": changes})
+        );
+    } else if changes.is_empty() {
+        println!(
+            "{} already registers {command} for {} (timeout {timeout} s)",
+            path.display(),
+            EVENTS.join(", ")
+        );
+    } else {
+        println!(
+            "{}: {} ({command}, timeout {timeout} s)",
+            path.display(),
+            changes.join(", ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registers_all_three_events_and_keeps_everything_else() {
+        let mut s = json!({
+            "model": "x",
+            "env": {"FOO": "1"},
+            "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "/other/hook"}]}]}
+        });
+        let changes = register(&mut s, "/opt/cmdgate-hook", 60).unwrap();
+        assert_eq!(changes.len(), 3);
+        assert_eq!(s["model"], "x");
+        assert_eq!(s["env"]["FOO"], "1");
+        assert_eq!(
+            s["hooks"]["PreToolUse"][0]["hooks"][0]["command"],
+            "/other/hook"
+        );
+        let r = inspect(&s);
+        assert_eq!(r.events.len(), 3);
+        // Idempotent; a changed timeout updates in place.
+        assert!(register(&mut s, "/opt/cmdgate-hook", 60)
+            .unwrap()
+            .is_empty());
+        assert_eq!(register(&mut s, "/opt/cmdgate-hook", 90).unwrap().len(), 3);
+        assert_eq!(
+            inspect(&s)
+                .events
+                .iter()
+                .filter(|e| e.2 == Some(90))
+                .count(),
+            3
+        );
+        assert_eq!(s["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn refuses_settings_of_the_wrong_shape() {
+        assert!(register(&mut json!([]), "/x/cmdgate-hook", 60).is_err());
+        assert!(register(&mut json!({"hooks": []}), "/x/cmdgate-hook", 60).is_err());
+        assert!(inspect(&json!({"disableAllHooks": true})).all_hooks_disabled);
+    }
+}

@@ -1,0 +1,67 @@
+//! `cmdgate status`: what the running daemon is doing (admin socket).
+
+use std::process::ExitCode;
+
+use serde_json::Value;
+
+use crate::admin_client;
+use crate::serve;
+
+/// Arguments of `cmdgate status`.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let (_, paths) = serve::load(None)?;
+    let s = admin_client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    println!(
+        "cmdgated {} (pid {}), up {} s, mode {}",
+        text(&s["version"]),
+        s["pid"],
+        s["uptime_s"],
+        text(&s["mode"])
+    );
+    println!("decide socket  {}", text(&s["paths"]["decide_socket"]));
+    println!("admin socket   {}", text(&s["paths"]["admin_socket"]));
+    println!(
+        "store          {} (last audit row {})",
+        text(&s["paths"]["store"]),
+        text(&s["last_audit_id"])
+    );
+    println!(
+        "decisions      {} served, {} peers refused",
+        s["decisions_served"], s["peers_refused"]
+    );
+    println!("test-runs      {}", text(&s["test_runs"]));
+    println!(
+        "global breaker {}",
+        text(&s["breakers"]["global"]["state"]["state"])
+    );
+    for b in s["breakers"]["sessions"].as_array().into_iter().flatten() {
+        println!(
+            "  session {}: {} (score {})",
+            text(&b["session"]),
+            text(&b["state"]["state"]),
+            b["score"]
+        );
+    }
+    for p in s["projects"].as_array().into_iter().flatten() {
+        println!("project {}: {}", text(&p["project"]), text(&p["active"]));
+        if let Some(problem) = p["problem"].as_str() {
+            println!("  problem: {problem}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

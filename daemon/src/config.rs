@@ -1,0 +1,326 @@
+//! The operator's configuration: one TOML file, `config.toml` in the config dir, every key optional
+//! (documented with its default in docs/config.md). A file that does not parse, or names a key this
+//! build does not know, is an error listing every problem: the daemon refuses to start rather than
+//! run with a half-understood policy.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cmdgate_policy::breaker::BreakerConfig;
+use cmdgate_policy::learn::PromotionConfig;
+use cmdgate_policy::locations::{Locations, Mode};
+use serde::{Deserialize, Serialize};
+
+/// The config file's name inside the config dir.
+pub const CONFIG_FILE: &str = "config.toml";
+
+/// The hook's own deadline default (hook/src/config.rs); the daemon's must stay below it.
+pub const HOOK_DEADLINE: Duration = Duration::from_millis(45_000);
+
+/// Why the config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Everything the operator can set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub sockets: Sockets,
+    pub peers: Peers,
+    pub deadlines: Deadlines,
+    pub sandbox: SandboxConfig,
+    /// More paths whose reads need a person (added to the built-in secret paths).
+    pub secret_paths: Vec<String>,
+    /// Where the hook spools local allows and undelivered outcomes (default: the hook's own lookup).
+    pub spool_dir: Option<PathBuf>,
+    pub breaker: BreakerConfig,
+    pub promotion: PromotionConfig,
+}
+
+/// Socket paths and modes. Paths default to `policy::locations` (env `CMDGATE_SOCKET`,
+/// `CMDGATE_ADMIN_SOCKET`, the runtime dir).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Sockets {
+    pub decide: Option<PathBuf>,
+    pub admin: Option<PathBuf>,
+    /// Mode of the decide socket (octal in TOML: `0o660`). The agent must be able to connect.
+    pub decide_mode: u32,
+    /// Mode of the admin socket: the operator only.
+    pub admin_mode: u32,
+}
+
+impl Default for Sockets {
+    fn default() -> Self {
+        Sockets {
+            decide: None,
+            admin: None,
+            decide_mode: 0o660,
+            admin_mode: 0o600,
+        }
+    }
+}
+
+/// Who may connect (checked with `SO_PEERCRED` on every connection). A peer passes when its uid is
+/// listed or its gid is listed. Empty lists mean "the daemon's own uid" (user mode); root is never
+/// implied.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Peers {
+    pub decide_uids: Vec<u32>,
+    pub decide_gids: Vec<u32>,
+    pub admin_uids: Vec<u32>,
+    pub admin_gids: Vec<u32>,
+}
+
+/// Time budgets. The decide deadline must stay below the hook's (45 s by default), and the test-run
+/// deadline below the decide deadline, so every answer arrives before anyone gives up on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Deadlines {
+    /// Whole decision, from request to committed audit row.
+    pub decide_ms: u64,
+    /// Waiting for a sandbox slot plus the test-run itself.
+    pub test_run_ms: u64,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            decide_ms: 30_000,
+            test_run_ms: 25_000,
+        }
+    }
+}
+
+/// Container mirror settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// Test-runs at once; more wait for a slot (inside the test-run deadline).
+    pub max_concurrent: usize,
+    /// Default test-run timeout when the tier-map entry sets none (capped by the test-run deadline).
+    pub timeout_ms: u64,
+    pub memory_bytes: u64,
+    pub pids: u64,
+    /// Thousandths of one CPU.
+    pub cpu_millis: u64,
+    pub scratch_bytes: u64,
+    /// Run bookkeeping (mount points, locks); default `<data dir>/sandbox`.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        let l = cmdgate_sandbox::Limits::default();
+        SandboxConfig {
+            max_concurrent: 2,
+            timeout_ms: 20_000,
+            memory_bytes: l.memory_bytes,
+            pids: l.pids,
+            cpu_millis: l.cpu_millis,
+            scratch_bytes: l.scratch_bytes,
+            state_dir: None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path`; a missing file is the defaults.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Config::parse(&text, path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(source) => Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
+    }
+
+    /// Parses and checks the text of a config file.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let problems = config.problems();
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                message: problems.join("; "),
+            })
+        }
+    }
+
+    /// Every inconsistency, so the operator fixes them in one go.
+    pub fn problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let d = &self.deadlines;
+        if d.decide_ms == 0 || Duration::from_millis(d.decide_ms) >= HOOK_DEADLINE {
+            p.push(format!(
+                "deadlines.decide_ms = {} must be above 0 and below the hook's {} ms",
+                d.decide_ms,
+                HOOK_DEADLINE.as_millis()
+            ));
+        }
+        if d.test_run_ms == 0 || d.test_run_ms >= d.decide_ms {
+            p.push(format!(
+                "deadlines.test_run_ms = {} must be above 0 and below deadlines.decide_ms",
+                d.test_run_ms
+            ));
+        }
+        if self.sandbox.max_concurrent == 0 {
+            p.push("sandbox.max_concurrent must be at least 1".into());
+        }
+        if self.sandbox.timeout_ms == 0 {
+            p.push("sandbox.timeout_ms must be above 0".into());
+        }
+        for s in &self.secret_paths {
+            if !s.starts_with('/') && !s.starts_with("~/") {
+                p.push(format!(
+                    "secret_paths entry {s:?} must be absolute or start with ~/"
+                ));
+            }
+        }
+        for (name, mode) in [
+            ("sockets.decide_mode", self.sockets.decide_mode),
+            ("sockets.admin_mode", self.sockets.admin_mode),
+        ] {
+            if mode & !0o777 != 0 || mode & 0o007 != 0 {
+                p.push(format!(
+                    "{name} = {mode:#o}: permission bits only, and never for others"
+                ));
+            }
+        }
+        p
+    }
+
+    pub fn decide_deadline(&self) -> Duration {
+        Duration::from_millis(self.deadlines.decide_ms)
+    }
+
+    pub fn test_run_deadline(&self) -> Duration {
+        Duration::from_millis(self.deadlines.test_run_ms)
+    }
+}
+
+/// Where everything is, after the config's overrides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Paths {
+    pub mode: Mode,
+    pub config_dir: PathBuf,
+    pub config_file: PathBuf,
+    pub data_dir: PathBuf,
+    pub db: PathBuf,
+    pub decide_socket: PathBuf,
+    pub admin_socket: PathBuf,
+    pub spool_dir: Option<PathBuf>,
+    pub sandbox_state: PathBuf,
+    pub locations: Locations,
+}
+
+impl Paths {
+    /// Resolves from the environment (through `var`) and the config.
+    pub fn resolve(var: &dyn Fn(&str) -> Option<String>, config: &Config) -> Paths {
+        let locations = Locations::from_env(var);
+        let data_dir = PathBuf::from(&locations.data_dir);
+        let config_dir = PathBuf::from(&locations.config_dir);
+        let nonempty = |k: &str| var(k).filter(|v| !v.is_empty());
+        let spool_dir = config.spool_dir.clone().or_else(|| {
+            if let Some(d) = nonempty("CMDGATE_SPOOL_DIR") {
+                Some(PathBuf::from(d))
+            } else if let Some(rt) = nonempty("XDG_RUNTIME_DIR") {
+                Some(Path::new(&rt).join("cmdgate/spool"))
+            } else if let Some(x) = nonempty("XDG_STATE_HOME") {
+                Some(Path::new(&x).join("cmdgate/spool"))
+            } else {
+                nonempty("HOME").map(|h| Path::new(&h).join(".local/state/cmdgate/spool"))
+            }
+        });
+        Paths {
+            mode: locations.mode,
+            config_file: config_dir.join(CONFIG_FILE),
+            config_dir,
+            db: data_dir.join(crate::store::DB_FILE),
+            decide_socket: config
+                .sockets
+                .decide
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(&locations.socket)),
+            admin_socket: config
+                .sockets
+                .admin
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(&locations.admin_socket)),
+            sandbox_state: config
+                .sandbox
+                .state_dir
+                .clone()
+                .unwrap_or_else(|| data_dir.join("sandbox")),
+            spool_dir,
+            data_dir,
+            locations,
+        }
+    }
+
+    /// The config file's path before the config is read (it decides the rest).
+    pub fn config_file_from_env(var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+        PathBuf::from(Locations::from_env(var).config_dir).join(CONFIG_FILE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("config.toml"))
+    }
+
+    #[test]
+    fn empty_file_is_the_defaults() {
+        assert_eq!(parse("").unwrap(), Config::default());
+        assert!(Config::default().problems().is_empty());
+    }
+
+    #[test]
+    fn every_section_parses() {
+        let c = parse(
+            "secret_paths = [\"~/.kube\"]\n[sockets]\ndecide = \"/run/x.sock\"\ndecide_mode = 0o660\n\
+             [peers]\ndecide_uids = [1000]\nadmin_gids = [50]\n[deadlines]\ndecide_ms = 10000\ntest_run_ms = 8000\n\
+             [sandbox]\nmax_concurrent = 4\n[breaker]\nthreshold = 3\n[promotion]\nk = 5\n",
+        )
+        .unwrap();
+        assert_eq!(c.peers.decide_uids, vec![1000]);
+        assert_eq!(c.breaker.threshold, 3);
+        assert_eq!(c.promotion.k, 5);
+        assert_eq!(c.sandbox.max_concurrent, 4);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused_with_every_problem() {
+        assert!(parse("sokets = {}").is_err());
+        let e = parse(
+            "[deadlines]\ndecide_ms = 50000\ntest_run_ms = 60000\n[sandbox]\nmax_concurrent = 0\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("decide_ms") && e.contains("test_run_ms") && e.contains("max_concurrent"),
+            "{e}"
+        );
+        assert!(parse("[sockets]\nadmin_mode = 0o666\n").is_err());
+    }
+}
