@@ -2,10 +2,10 @@
 //! for what is read here). Each lookup is documented where it is made and in the README.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use cmdgate_policy::wire::{SYSTEM_SOCKET, USER_SOCKET};
+use cmdgate_policy::locations::Locations;
 
 /// Default internal deadline. It must stay below the `timeout` of the hook entry in Claude Code's
 /// settings (Claude Code's default is 60 s; `cmdgate hook install` writes 60): a hook that overruns
@@ -16,17 +16,15 @@ const MIN_DEADLINE_MS: u64 = 50;
 const MAX_DEADLINE_MS: u64 = 10 * 60 * 1000;
 /// How long a Post event waits for the daemon to take its outcome before spooling it.
 pub const DEFAULT_OUTCOME_TIMEOUT: Duration = Duration::from_millis(500);
-/// System-mode pinned keys (root-owned; when present they win over the user's file, which the agent
-/// could rewrite).
-pub const SYSTEM_KEYS: &str = "/etc/cmdgate/trusted-keys";
 
 /// Everything the hook reads from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// The daemon's decide socket.
     pub socket: PathBuf,
-    /// The pinned tier-map keys file; `None` when no candidate location is known. A file that does
-    /// not exist means "no keys", so no project map verifies and the built-in list applies.
+    /// The pinned tier-map keys file (`<config dir>/trusted-keys`); `None` only in unit tests that
+    /// want no keys. A file that does not exist means "no keys", so no project map verifies and the
+    /// built-in list applies.
     pub keys_path: Option<PathBuf>,
     /// Where spool records go; `None` when no location is known (records are then dropped).
     pub spool_dir: Option<PathBuf>,
@@ -69,13 +67,12 @@ fn millis(
 
 impl Config {
     /// Reads the configuration through `env` (normally `std::env::var_os`) and the process
-    /// arguments (`--deadline-ms N` overrides `CMDGATE_HOOK_DEADLINE_MS`). `exists` tells whether a
-    /// system-mode path is present (normally `Path::exists`). An unusable value is an error, which
-    /// the caller turns into a deny.
+    /// arguments (`--deadline-ms N` overrides `CMDGATE_HOOK_DEADLINE_MS`). Socket and config dir come
+    /// from `cmdgate_policy::locations::Locations`, the lookup the daemon and CLI share. An unusable
+    /// value is an error, which the caller turns into a deny.
     pub fn load(
         env: impl Fn(&str) -> Option<OsString>,
         args: &[OsString],
-        exists: impl Fn(&Path) -> bool,
     ) -> Result<Config, String> {
         let mut deadline = millis(
             "CMDGATE_HOOK_DEADLINE_MS",
@@ -111,37 +108,18 @@ impl Config {
         .unwrap_or(DEFAULT_OUTCOME_TIMEOUT)
         .min(deadline);
 
+        // Socket: $CMDGATE_SOCKET; system mode (CMDGATE_MODE=system) /run/cmdgate/cmdgate.sock;
+        // $XDG_RUNTIME_DIR/cmdgate/cmdgate.sock; <data dir>/cmdgate.sock. Pinned keys:
+        // <config dir>/trusted-keys, config dir $CMDGATE_CONFIG_DIR; system mode /etc/cmdgate;
+        // $XDG_CONFIG_HOME/cmdgate; ~/.config/cmdgate.
+        let locations = Locations::from_env(|k| env(k).and_then(|v| v.into_string().ok()));
+        let socket = PathBuf::from(&locations.socket);
+        let keys_path = Some(PathBuf::from(locations.trusted_keys()));
+
         let home = nonempty(env("HOME")).map(PathBuf::from);
         let runtime = nonempty(env("XDG_RUNTIME_DIR")).map(PathBuf::from);
-
-        // Socket: $CMDGATE_SOCKET; system mode when /run/cmdgate/cmdgate.sock exists (the agent cannot
-        // create it, and must not be able to shadow it with a socket of its own in its runtime dir);
-        // else $XDG_RUNTIME_DIR/cmdgate/cmdgate.sock; else the system path (so the error names it).
-        let socket = if let Some(s) = nonempty(env("CMDGATE_SOCKET")) {
-            PathBuf::from(s)
-        } else if exists(Path::new(SYSTEM_SOCKET)) {
-            PathBuf::from(SYSTEM_SOCKET)
-        } else if let Some(rt) = &runtime {
-            rt.join(USER_SOCKET)
-        } else {
-            PathBuf::from(SYSTEM_SOCKET)
-        };
-
-        // Pinned keys: $CMDGATE_CONFIG_DIR/trusted-keys; /etc/cmdgate/trusted-keys when it exists
-        // (system mode); $XDG_CONFIG_HOME/cmdgate/trusted-keys; ~/.config/cmdgate/trusted-keys.
-        let keys_path = if let Some(dir) = nonempty(env("CMDGATE_CONFIG_DIR")) {
-            Some(PathBuf::from(dir).join("trusted-keys"))
-        } else if exists(Path::new(SYSTEM_KEYS)) {
-            Some(PathBuf::from(SYSTEM_KEYS))
-        } else if let Some(x) = nonempty(env("XDG_CONFIG_HOME")) {
-            Some(PathBuf::from(x).join("cmdgate/trusted-keys"))
-        } else {
-            home.as_ref()
-                .map(|h| h.join(".config/cmdgate/trusted-keys"))
-        };
-
         // Spool: $CMDGATE_SPOOL_DIR; $XDG_RUNTIME_DIR/cmdgate/spool; $XDG_STATE_HOME/cmdgate/spool;
-        // ~/.local/state/cmdgate/spool.
+        // ~/.local/state/cmdgate/spool (the daemon's `Paths::resolve` reads the same list).
         let spool_dir = if let Some(d) = nonempty(env("CMDGATE_SPOOL_DIR")) {
             Some(PathBuf::from(d))
         } else if let Some(rt) = &runtime {
@@ -196,23 +174,18 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn load(vars: &[(&str, &str)], args: &[&str], system: bool) -> Result<Config, String> {
+    fn load(vars: &[(&str, &str)], args: &[&str]) -> Result<Config, String> {
         let map: HashMap<String, OsString> = vars
             .iter()
             .map(|(k, v)| (k.to_string(), OsString::from(v)))
             .collect();
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        Config::load(|k| map.get(k).cloned(), &args, |_| system)
+        Config::load(|k| map.get(k).cloned(), &args)
     }
 
     #[test]
     fn user_mode_defaults() {
-        let c = load(
-            &[("HOME", "/h"), ("XDG_RUNTIME_DIR", "/run/user/1")],
-            &[],
-            false,
-        )
-        .unwrap();
+        let c = load(&[("HOME", "/h"), ("XDG_RUNTIME_DIR", "/run/user/1")], &[]).unwrap();
         assert_eq!(c.socket, PathBuf::from("/run/user/1/cmdgate/cmdgate.sock"));
         assert_eq!(
             c.keys_path,
@@ -224,17 +197,40 @@ mod tests {
         );
         assert_eq!(c.deadline, DEFAULT_DEADLINE);
         assert_eq!(c.escape_hatch, None);
+        let c = load(&[("HOME", "/h")], &[]).unwrap();
+        assert_eq!(
+            c.socket,
+            PathBuf::from("/h/.local/share/cmdgate/cmdgate.sock")
+        );
+        assert_eq!(
+            c.spool_dir,
+            Some(PathBuf::from("/h/.local/state/cmdgate/spool"))
+        );
     }
 
     #[test]
-    fn system_mode_wins_over_user_paths_but_not_explicit_ones() {
-        let c = load(&[("HOME", "/h"), ("XDG_RUNTIME_DIR", "/r")], &[], true).unwrap();
-        assert_eq!(c.socket, PathBuf::from(SYSTEM_SOCKET));
-        assert_eq!(c.keys_path, Some(PathBuf::from(SYSTEM_KEYS)));
+    fn system_mode_paths_are_out_of_the_agents_home_and_explicit_ones_win() {
         let c = load(
-            &[("CMDGATE_SOCKET", "/s"), ("CMDGATE_CONFIG_DIR", "/c")],
+            &[
+                ("HOME", "/h"),
+                ("XDG_RUNTIME_DIR", "/r"),
+                ("CMDGATE_MODE", "system"),
+            ],
             &[],
-            true,
+        )
+        .unwrap();
+        assert_eq!(c.socket, PathBuf::from("/run/cmdgate/cmdgate.sock"));
+        assert_eq!(
+            c.keys_path,
+            Some(PathBuf::from("/etc/cmdgate/trusted-keys"))
+        );
+        let c = load(
+            &[
+                ("CMDGATE_SOCKET", "/s"),
+                ("CMDGATE_CONFIG_DIR", "/c"),
+                ("CMDGATE_MODE", "system"),
+            ],
+            &[],
         )
         .unwrap();
         assert_eq!(c.socket, PathBuf::from("/s"));
@@ -246,13 +242,29 @@ mod tests {
         let c = load(
             &[("CMDGATE_HOOK_DEADLINE_MS", "900")],
             &["--deadline-ms", "700"],
-            false,
         )
         .unwrap();
         assert_eq!(c.deadline, Duration::from_millis(700));
-        let c = load(&[("CMDGATE_HOOK_DEADLINE_MS", "1")], &[], false).unwrap();
+        let c = load(&[("CMDGATE_HOOK_DEADLINE_MS", "1")], &[]).unwrap();
         assert_eq!(c.deadline, Duration::from_millis(MIN_DEADLINE_MS));
-        assert!(load(&[("CMDGATE_HOOK_DEADLINE_MS", "soon")], &[], false).is_err());
-        assert!(load(&[], &["--fail-open"], false).is_err());
+        assert!(load(&[("CMDGATE_HOOK_DEADLINE_MS", "soon")], &[]).is_err());
+        assert!(load(&[], &["--fail-open"]).is_err());
+    }
+
+    #[test]
+    fn attended_flag() {
+        assert_eq!(
+            load(&[("CLAUDE_CODE_SESSION_ATTENDED", "0")], &[])
+                .unwrap()
+                .attended,
+            Some(false)
+        );
+        assert_eq!(
+            load(&[("CLAUDE_CODE_SESSION_ATTENDED", "1")], &[])
+                .unwrap()
+                .attended,
+            Some(true)
+        );
+        assert_eq!(load(&[], &[]).unwrap().attended, None);
     }
 }

@@ -40,7 +40,7 @@ fn main() -> ExitCode {
     }));
 
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let config = Config::load(|k| std::env::var_os(k), &args, |p| p.exists());
+    let config = Config::load(|k| std::env::var_os(k), &args);
     let budget = config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline);
     let deadline = started + budget;
     start_watchdog(budget);

@@ -20,8 +20,8 @@
 //! (the daemon answers 400; the hook denies). Unknown fields are ignored so that a newer sender can add
 //! optional information; a field whose meaning changes gets a new version instead.
 //!
-//! Socket lookup (first that applies): `$CMDGATE_SOCKET`; system mode `/run/cmdgate/cmdgate.sock`
-//! when it exists; `$XDG_RUNTIME_DIR/cmdgate/cmdgate.sock`. See [`SYSTEM_SOCKET`], [`USER_SOCKET`].
+//! Socket lookup: `crate::locations::Locations::socket` (`$CMDGATE_SOCKET`; system mode
+//! `/run/cmdgate/cmdgate.sock`; `$XDG_RUNTIME_DIR/cmdgate/cmdgate.sock`; `<data dir>/cmdgate.sock`).
 //!
 //! # Spool
 //!
@@ -47,10 +47,6 @@ pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;
 /// The largest request body the daemon must accept: the hook refuses bigger tool inputs itself.
 pub const MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 
-/// Decide socket in system mode (daemon runs as its own user; the directory is not the agent's).
-pub const SYSTEM_SOCKET: &str = "/run/cmdgate/cmdgate.sock";
-/// Decide socket in user mode, relative to `$XDG_RUNTIME_DIR`.
-pub const USER_SOCKET: &str = "cmdgate/cmdgate.sock";
 /// The spool file name inside the spool directory.
 pub const SPOOL_FILE: &str = "hook.jsonl";
 
