@@ -406,3 +406,9 @@ fn functions_are_listed() {
     };
     assert_eq!(s.functions, vec!["f".to_owned(), "g".to_owned()]);
 }
+// brush-parser's tokenizer allocates forever on these (found by proptest); refused up front.
+runs!(bad_heredoc_operator_delimiter: "$( << (( x #" => ["UNANALYZABLE ParseError"]);
+runs!(bad_heredoc_paren_delimiter: "$( << )) #" => ["UNANALYZABLE ParseError"]);
+runs!(bad_heredoc_no_delimiter: "cat <<" => ["UNANALYZABLE ParseError"]);
+runs!(heredoc_dash: "cat <<-EOF\n\tx\nEOF" => ["cat"]);
+runs!(shift_in_arith: "echo $(( 1 << 2 ))" => ["echo ⟪$(( 1 << 2 ))⟫"]);

@@ -597,6 +597,24 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
             }
         }
     }
+    // brush-parser's tokenizer loops forever, allocating, on a here-document whose delimiter
+    // starts with an operator (`$( << (( x #`); bash rejects those anyway.
+    let mut at = 0;
+    while let Some(k) = text[at..].find("<<") {
+        let start = at + k + 2;
+        at = start;
+        let rest = &b[start..];
+        if rest.first() == Some(&b'<') {
+            at += 1;
+            continue;
+        }
+        let rest = rest.strip_prefix(b"-").unwrap_or(rest);
+        if !plain_heredoc_delimiter(rest) {
+            return Err(Unanalyzable::ParseError {
+                message: "here-document delimiter is not a plain word".to_owned(),
+            });
+        }
+    }
     let max = limits.max_depth.saturating_mul(3).min(MAX_LEXICAL_NESTING);
     if lexical_nesting(b) > max {
         return Err(Unanalyzable::TooDeep {
@@ -604,6 +622,47 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
         });
     }
     Ok(())
+}
+
+/// Is the here-document delimiter at the start of `rest` (after blanks) a plain word, optionally
+/// quoted? brush-parser's tokenizer loops forever, allocating, on delimiters that start with an
+/// operator or contain substitutions (`$( << (( x #`, `<< $( & x #`); bash rejects or never
+/// uses those, so refusing them costs nothing.
+fn plain_heredoc_delimiter(rest: &[u8]) -> bool {
+    let start = rest
+        .iter()
+        .position(|c| *c != b' ' && *c != b'\t')
+        .unwrap_or(rest.len());
+    let rest = &rest[start..];
+    let mut word = Vec::new();
+    let mut i = 0;
+    while i < rest.len() {
+        let c = rest[i];
+        match c {
+            b'\'' | b'"' => {
+                let Some(len) = rest[i + 1..].iter().position(|d| *d == c) else {
+                    return false;
+                };
+                word.extend_from_slice(&rest[i + 1..i + 1 + len]);
+                i += len + 2;
+            }
+            b'\\' => {
+                if let Some(&n) = rest.get(i + 1) {
+                    word.push(n);
+                }
+                i += 2;
+            }
+            b' ' | b'\t' | b'\n' | b'|' | b'&' | b';' | b'<' | b'>' | b'(' | b')' => break,
+            _ => {
+                word.push(c);
+                i += 1;
+            }
+        }
+    }
+    !word.is_empty()
+        && !word
+            .iter()
+            .any(|c| matches!(c, b'$' | b'`' | b'\n' | b'(' | b')'))
 }
 
 /// An over-estimate of how deeply the parser will recurse: brackets, braces, backticks and
