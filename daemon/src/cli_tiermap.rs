@@ -7,6 +7,7 @@ use crate::signing::{
     DEFAULT_TRANSIT_MOUNT,
 };
 use anyhow::Context as _;
+use cmdgate_policy::locations::Locations;
 use cmdgate_policy::tiermap::{self, check_revision, verify, ReplayError, Trailer, VerifyError};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -88,7 +89,8 @@ pub struct VerifyArgs {
 
 /// Runs `cmdgate tiermap ...`; the exit code is non-zero when a map is not valid.
 pub fn run(args: TiermapArgs) -> anyhow::Result<ExitCode> {
-    let config_dir = signing::config_dir_from_env(|k| std::env::var(k).ok());
+    let locations = Locations::from_env(|k| std::env::var(k).ok());
+    let config_dir = PathBuf::from(&locations.config_dir);
     match args.command {
         TiermapCommand::Sign(a) => run_sign(a, &config_dir),
         TiermapCommand::Verify(a) => run_verify(a, &config_dir),

@@ -5,8 +5,9 @@ use crate::signing::{self, vault::parse_public_key};
 use anyhow::{bail, Context as _};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use cmdgate_policy::locations::Locations;
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Arguments of `cmdgate trust`.
@@ -62,8 +63,8 @@ pub struct AddArgs {
 
 /// Runs `cmdgate trust ...`.
 pub fn run(args: TrustArgs) -> anyhow::Result<ExitCode> {
-    let config_dir = signing::config_dir_from_env(|k| std::env::var(k).ok());
-    let path = signing::trusted_keys_path(&config_dir);
+    let locations = Locations::from_env(|k| std::env::var(k).ok());
+    let path = PathBuf::from(locations.trusted_keys());
     match args.command {
         TrustCommand::Add(a) => add(a, &path),
         TrustCommand::List { json } => list(&path, json),

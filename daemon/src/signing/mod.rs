@@ -21,33 +21,23 @@ pub use vault::{
     TlsVerify, Transit, TransitPublicKeys, VaultConfig, VaultError, DEFAULT_TRANSIT_MOUNT,
 };
 
+use cmdgate_policy::locations::{Locations, TRUSTED_KEYS_FILE};
 use std::path::{Path, PathBuf};
 
-/// The operator's config dir, looked up as `cmdgate_policy::locations::Locations` does:
-/// `CMDGATE_CONFIG_DIR`, else `/etc/cmdgate` in system mode (`CMDGATE_MODE=system`), else
-/// `$XDG_CONFIG_HOME/cmdgate`, else `~/.config/cmdgate`.
-pub fn config_dir_from_env(var: impl Fn(&str) -> Option<String>) -> PathBuf {
-    let var = |k: &str| var(k).filter(|v| !v.is_empty());
-    if let Some(d) = var("CMDGATE_CONFIG_DIR") {
-        return PathBuf::from(d);
-    }
-    if var("CMDGATE_MODE").as_deref() == Some("system") {
-        return PathBuf::from("/etc/cmdgate");
-    }
-    match var("XDG_CONFIG_HOME") {
-        Some(x) => Path::new(&x).join("cmdgate"),
-        None => {
-            Path::new(&var("HOME").unwrap_or_else(|| "/nonexistent".into())).join(".config/cmdgate")
-        }
-    }
-}
-
-/// The pinned-keys file in a config dir.
+/// The pinned-keys file in a config dir (the same file as `Locations::trusted_keys`).
 pub fn trusted_keys_path(config_dir: &Path) -> PathBuf {
-    config_dir.join("trusted-keys")
+    config_dir.join(TRUSTED_KEYS_FILE)
 }
 
 /// Loads or creates the development key in `config_dir` and pins it in its `trusted-keys`.
 pub fn ensure_dev_key(config_dir: &Path) -> Result<DevKey, DevKeyError> {
     ensure_dev_key_in(config_dir, &trusted_keys_path(config_dir))
+}
+
+/// [`ensure_dev_key`] in the operator's config dir as `Locations` resolves it.
+pub fn ensure_dev_key_at(locations: &Locations) -> Result<DevKey, DevKeyError> {
+    ensure_dev_key_in(
+        Path::new(&locations.config_dir),
+        Path::new(&locations.trusted_keys()),
+    )
 }
