@@ -105,8 +105,8 @@ fn locate() -> Vec<(String, Flavor, PathBuf)> {
 }
 
 impl RunCgroup {
-    /// Create the run's cgroups and write its limits. Prefers v1 controllers, then cgroup2.
-    pub fn create(run_id: &str, limits: &Limits) -> Result<RunCgroup, CgroupError> {
+    /// Create the run's cgroups (no limits yet). Prefers v1 controllers, then cgroup2.
+    pub fn create(run_id: &str) -> Result<RunCgroup, CgroupError> {
         let located = locate();
         let name = format!("cmdgate-{run_id}");
         let mut dirs: Vec<(String, Flavor, PathBuf)> = Vec::new();
@@ -122,12 +122,16 @@ impl RunCgroup {
             }
             dirs.push((ctrl.to_string(), pick.1, dir));
         }
-        let cg = RunCgroup { dirs };
+        Ok(RunCgroup { dirs })
+    }
+
+    /// Write the run's limits (before anything of the command runs).
+    pub fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
         let write = |dir: &Path, file: &str, value: String| -> Result<(), CgroupError> {
             let p = dir.join(file);
             std::fs::write(&p, value).map_err(io("write", &p))
         };
-        for (ctrl, flavor, dir) in &cg.dirs {
+        for (ctrl, flavor, dir) in &self.dirs {
             match (ctrl.as_str(), flavor) {
                 ("memory", Flavor::V1) => {
                     write(
@@ -167,7 +171,7 @@ impl RunCgroup {
                 _ => {}
             }
         }
-        Ok(cg)
+        Ok(())
     }
 
     /// Move `pid` into every run cgroup (before it runs anything).

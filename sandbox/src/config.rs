@@ -88,7 +88,7 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// A config with the defaults: no network, default limits, the standard protected paths, and an
-    /// environment made of `PATH`, `HOME`, `USER`, `LANG` and `TMPDIR=/tmp`.
+    /// environment made of `PATH`, `HOME`, `USER`, `LANG`, `TMPDIR=/tmp` and `SHELL=/bin/bash`.
     pub fn new(workspace: PathBuf, state_dir: PathBuf, helper: HelperCommand) -> Self {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let mut env = vec![(
@@ -105,6 +105,8 @@ impl RunConfig {
             env.push(("HOME".to_string(), home.display().to_string()));
         }
         env.push(("TMPDIR".to_string(), "/tmp".to_string()));
+        // With SHELL set, bash does not look its user up at startup (no passwd/nscd probes).
+        env.push(("SHELL".to_string(), "/bin/bash".to_string()));
         RunConfig {
             workspace,
             home,

@@ -7,10 +7,10 @@ use crate::config::RunConfig;
 use crate::effects::{self, Layer};
 use crate::init::{init_main, pidfd_open, InitArgs};
 use crate::model::{Area, Effect};
-use crate::protocol::{HelperReply, HelperRequest, InitMessage, RawRun};
+use crate::protocol::{HelperReply, HelperRequest, InitMessage, ParentMessage, RawRun};
 use crate::setup::{MountPlan, OverlayMount, ScratchBind};
 use nix::errno::Errno;
-use nix::mount::{MntFlags, MsFlags};
+use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use std::io::{BufRead, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -48,31 +48,62 @@ pub enum HelperError {
     InitLost(String),
 }
 
-/// Entry point of the helper process: read one request on stdin, answer on stdout.
+/// Entry point of the helper process: read `Prepare` and/or `Run` on stdin, answer on stdout.
 pub fn helper_main() -> ExitCode {
-    let mut line = String::new();
     let stdin = std::io::stdin();
-    let reply = match stdin.lock().read_line(&mut line) {
-        Err(e) => failed("request", &HelperError::Request(e)),
-        Ok(_) => match serde_json::from_str::<HelperRequest>(&line) {
-            Err(e) => failed(
-                "request",
-                &HelperError::Request(std::io::Error::new(std::io::ErrorKind::InvalidData, e)),
-            ),
-            Ok(req) => match run(&req) {
-                Ok(raw) => HelperReply::Done(raw),
-                Err(e) => failed("sandbox setup", &e),
-            },
+    let mut input = stdin.lock();
+    let mut read = || -> Result<ParentMessage, HelperError> {
+        let mut line = String::new();
+        input.read_line(&mut line).map_err(HelperError::Request)?;
+        serde_json::from_str(&line).map_err(|e| {
+            HelperError::Request(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+        })
+    };
+    let reply = match read() {
+        Err(e) => failed("request", &e),
+        Ok(ParentMessage::Run(req)) => match prepare(&req.run_id, &req.config.state_dir) {
+            Ok(prep) => finish(run(&req, prep)),
+            Err(e) => failed("sandbox setup", &e),
+        },
+        Ok(ParentMessage::Prepare { run_id, state_dir }) => match prepare(&run_id, &state_dir) {
+            Err(e) => failed("sandbox setup", &e),
+            Ok(prep) => {
+                if !send(&HelperReply::Ready) {
+                    return ExitCode::FAILURE;
+                }
+                match read() {
+                    Ok(ParentMessage::Run(req))
+                        if req.run_id == run_id && req.config.state_dir == state_dir =>
+                    {
+                        finish(run(&req, prep))
+                    }
+                    Ok(_) => failed(
+                        "request",
+                        &HelperError::Invalid("expected the Run of the prepared run".into()),
+                    ),
+                    Err(e) => failed("request", &e),
+                }
+            }
         },
     };
-    let mut out = std::io::stdout().lock();
-    let ok = serde_json::to_writer(&mut out, &reply).is_ok() && out.write_all(b"\n").is_ok();
-    let _ = out.flush();
-    if ok {
+    if send(&reply) {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+fn finish(result: Result<RawRun, HelperError>) -> HelperReply {
+    match result {
+        Ok(raw) => HelperReply::Done(raw),
+        Err(e) => failed("sandbox setup", &e),
+    }
+}
+
+fn send(reply: &HelperReply) -> bool {
+    let mut out = std::io::stdout().lock();
+    let ok = serde_json::to_writer(&mut out, reply).is_ok() && out.write_all(b"\n").is_ok();
+    ok && out.flush().is_ok()
 }
 
 fn failed(stage: &str, e: &dyn std::error::Error) -> HelperReply {
@@ -86,27 +117,6 @@ fn failed(stage: &str, e: &dyn std::error::Error) -> HelperReply {
     HelperReply::Failed {
         stage: stage.to_string(),
         message,
-    }
-}
-
-/// Removes the scratch dir and lock file, and the cgroups, however the run ends.
-struct Teardown {
-    scratch: PathBuf,
-    lock_path: PathBuf,
-    mounted: bool,
-    cgroup: Option<RunCgroup>,
-}
-
-impl Drop for Teardown {
-    fn drop(&mut self) {
-        if let Some(cg) = self.cgroup.take() {
-            cg.remove();
-        }
-        if self.mounted {
-            let _ = nix::mount::umount2(&self.scratch, MntFlags::MNT_DETACH);
-        }
-        let _ = std::fs::remove_dir(&self.scratch);
-        let _ = std::fs::remove_file(&self.lock_path);
     }
 }
 
@@ -156,24 +166,29 @@ fn overlays_for(cfg: &RunConfig, scratch: &Path) -> Result<Vec<(Area, OverlayMou
         .collect())
 }
 
-fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
-    let start = Instant::now();
-    let cfg = &req.config;
+/// A prepared run: lock held, cgroups created and joined, own mount namespace.
+pub struct Prepared {
+    /// Held (flock) for the helper's life: `sweep_stale` skips locked runs.
+    _lock: std::fs::File,
+    scratch: PathBuf,
+    cgroup: RunCgroup,
+}
+
+/// Everything that does not depend on the command: done ahead of time by a warm helper.
+fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
     crate::privilege::require()?;
-    if req.run_id.is_empty()
-        || !req
-            .run_id
+    if run_id.is_empty()
+        || !run_id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-')
     {
-        return Err(HelperError::Invalid(format!("bad run id {:?}", req.run_id)));
+        return Err(HelperError::Invalid(format!("bad run id {run_id:?}")));
     }
-
-    // Bookkeeping on the host: a lock file held for the run's life (sweep_stale takes it only
-    // from dead helpers) and an empty mount point for the scratch tmpfs.
-    let runs = cfg.state_dir.join("runs");
+    // Bookkeeping on the host: a lock file held for the helper's life (sweep_stale takes it only
+    // from dead helpers) naming the cgroups, and an empty mount point for the scratch tmpfs.
+    let runs = state_dir.join("runs");
     std::fs::create_dir_all(&runs).map_err(state_err(&runs))?;
-    let lock_path = runs.join(format!("{}.lock", req.run_id));
+    let lock_path = runs.join(format!("{run_id}.lock"));
     let mut lock = std::fs::File::create(&lock_path).map_err(state_err(&lock_path))?;
     // SAFETY: flock on an fd we own.
     if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -182,15 +197,17 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
             std::io::Error::last_os_error(),
         ));
     }
-    let scratch = runs.join(&req.run_id);
+    let cgroup = RunCgroup::create(run_id).map_err(HelperError::Cgroup)?;
+    let _ = serde_json::to_writer(&mut lock, &cgroup);
+    let _ = lock.flush();
+    // The helper joins the run's cgroups itself, so pid 1 and everything below it are born
+    // inside (no migration race). On cgroup v1 this costs an RCU grace period: paid here, ahead
+    // of the command when the helper is warm.
+    cgroup
+        .join(std::process::id() as i32)
+        .map_err(HelperError::Cgroup)?;
+    let scratch = runs.join(run_id);
     std::fs::create_dir(&scratch).map_err(state_err(&scratch))?;
-    let mut teardown = Teardown {
-        scratch: scratch.clone(),
-        lock_path: lock_path.clone(),
-        mounted: false,
-        cgroup: None,
-    };
-
     // Our own mount namespace: the scratch tmpfs exists only here (and in the run's copy), so
     // whatever happens to us, the kernel frees it when the last process using it is gone.
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
@@ -203,6 +220,21 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
         None::<&str>,
     )
     .map_err(|e| HelperError::Kernel("make the helper's mounts private", e))?;
+    Ok(Prepared {
+        _lock: lock,
+        scratch,
+        cgroup,
+    })
+}
+
+fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
+    let start = Instant::now();
+    let cfg = &req.config;
+    let scratch = prep.scratch.clone();
+    let cgroup = &prep.cgroup;
+    // No unmount at the end: the scratch tmpfs lives only in this process's mount namespace and
+    // goes with it (an explicit umount costs an RCU grace period on the critical path). The
+    // parent removes the empty mount point, the lock file and the cgroups after we exit.
     let size = format!("size={},mode=0700", cfg.limits.scratch_bytes);
     nix::mount::mount(
         Some("tmpfs"),
@@ -212,7 +244,6 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
         Some(size.as_str()),
     )
     .map_err(|e| HelperError::Kernel("mount the scratch tmpfs", e))?;
-    teardown.mounted = true;
 
     let overlays = overlays_for(cfg, &scratch)?;
     let mkdir = |p: &Path, mode: u32| -> Result<(), HelperError> {
@@ -280,17 +311,15 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
         network: cfg.network,
     };
 
-    // Limits before anything runs; the paths go into the lock file for sweep_stale.
-    let cgroup = RunCgroup::create(&req.run_id, &cfg.limits).map_err(HelperError::Cgroup)?;
-    let _ = serde_json::to_writer(&mut lock, &cgroup);
-    let _ = lock.flush();
-    teardown.cgroup = Some(cgroup.clone());
+    // Limits before anything of the command runs.
+    cgroup
+        .set_limits(&cfg.limits)
+        .map_err(HelperError::Cgroup)?;
 
     let pipe = || {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| HelperError::Kernel("create a pipe", e))
     };
-    let (go_r, go_w) = pipe()?;
     let (rep_r, rep_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -304,7 +333,7 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
     // run arbitrary code after fork.
     let child = match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
-            drop((go_w, rep_r, out_r, err_r));
+            drop((rep_r, out_r, err_r));
             // A panic must not unwind into the helper's frames (their destructors own the
             // helper's scratch mount): catch it and leave.
             let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -316,7 +345,6 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
                     run_as: cfg.run_as,
                     network: cfg.network,
                     writable,
-                    go: go_r,
                     report: rep_w,
                     stdout: out_w,
                     stderr: err_w,
@@ -329,16 +357,9 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
         Ok(nix::unistd::ForkResult::Parent { child }) => child,
         Err(e) => return Err(HelperError::Kernel("fork the run's init", e)),
     };
-    drop((go_r, rep_w, out_w, err_w));
-    let pidfd = pidfd_open(child.as_raw());
-    if let Err(e) = cgroup.join(child.as_raw()) {
-        kill_init(child, pidfd.as_ref());
-        let _ = nix::sys::wait::waitpid(child, None);
-        return Err(HelperError::Cgroup(e));
-    }
     let run_start = Instant::now();
-    let _ = nix::unistd::write(&go_w, &[1]);
-    drop(go_w);
+    drop((rep_w, out_w, err_w));
+    let pidfd = pidfd_open(child.as_raw());
 
     let collected = collect(
         child,
@@ -384,7 +405,6 @@ fn run(req: &HelperRequest) -> Result<RawRun, HelperError> {
         .collect();
     let mut fs_effects = effects::diff(&layer_refs);
     fs_effects.append(&mut effects);
-    drop(teardown);
     Ok(RawRun {
         exit: collected.exit,
         signal: collected.signal,

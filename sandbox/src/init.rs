@@ -32,8 +32,6 @@ pub struct InitArgs<'a> {
     pub network: bool,
     /// Writable trees for Landlock.
     pub writable: Vec<PathBuf>,
-    /// Read end of the "go" pipe (the helper writes once we are in the cgroups).
-    pub go: OwnedFd,
     /// Write end of the report pipe (InitMessage lines).
     pub report: OwnedFd,
     /// Write ends for the command's stdout and stderr.
@@ -59,11 +57,6 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
     let mut report = Reporter(std::fs::File::from(args.report));
-    let mut byte = [0u8; 1];
-    if nix::unistd::read(&args.go, &mut byte) != Ok(1) {
-        return 1;
-    }
-    drop(args.go);
     if let Err(e) = enter_mirror(&RealSyscall, args.plan) {
         report.send(&InitMessage::SetupFailed { message: chain(&e) });
         return 1;
@@ -86,11 +79,12 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
             return 1;
         }
     };
-    // Hand-off pipes for the seccomp listener fd (child → us: its number; us → child: taken).
-    let (Ok((fd_r, fd_w)), Ok((ack_r, ack_w))) = (
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC),
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC),
-    ) else {
+    // The child passes us its seccomp listener over this socket pair (SCM_RIGHTS): the fd is in
+    // flight as soon as it is sent, so the child can close its copy and exec without waiting.
+    let Some((ours, theirs)) = socket_pair() else {
+        report.send(&InitMessage::SetupFailed {
+            message: "failed to create the listener hand-off socket pair".into(),
+        });
         return 1;
     };
     let child = Command {
@@ -102,8 +96,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         writable: &args.writable,
         stdout: &args.stdout,
         stderr: &args.stderr,
-        fd_w: &fd_w,
-        ack_r: &ack_r,
+        handoff: &theirs,
     };
     // SAFETY: this process is single-threaded (forked from the single-threaded helper), so the
     // child may run arbitrary code after fork.
@@ -121,9 +114,11 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
             return 1;
         }
     };
-    drop((args.stdout, args.stderr, fd_w, ack_r));
-    let listener = receive_listener(pid, &fd_r, &ack_w);
-    drop((fd_r, ack_w));
+    drop((args.stdout, args.stderr, theirs));
+    // None: the child failed before installing the filter (it said why on stderr), or the fd
+    // never arrived, in which case the kernel fails every notified syscall (fail closed).
+    let listener = recv_fd(&ours);
+    drop(ours);
     let mut writable = args.writable.clone();
     // Device nodes and /proc/self are written by ordinary tools (`> /dev/null`, oom_score_adj).
     writable.extend(["/dev", "/proc"].map(PathBuf::from));
@@ -165,8 +160,7 @@ struct Command<'a> {
     writable: &'a [PathBuf],
     stdout: &'a OwnedFd,
     stderr: &'a OwnedFd,
-    fd_w: &'a OwnedFd,
-    ack_r: &'a OwnedFd,
+    handoff: &'a OwnedFd,
 }
 
 impl Command<'_> {
@@ -207,14 +201,13 @@ impl Command<'_> {
             Ok(l) => l,
             Err(e) => return fail("confine", &e),
         };
-        // Give pid 1 the listener's number, wait until it took a copy, then close ours: the
-        // command must never hold the fd that answers its own notifications.
-        let n = listener.as_raw_fd().to_ne_bytes();
-        let mut ack = [0u8; 1];
-        if nix::unistd::write(self.fd_w, &n) != Ok(4)
-            || nix::unistd::read(self.ack_r, &mut ack) != Ok(1)
-        {
-            return fail("hand over the seccomp listener", &nix::errno::Errno::EPIPE);
+        // Give pid 1 the listener, then close ours: the command must never hold the fd that
+        // answers its own notifications.
+        if !send_fd(self.handoff, listener.as_raw_fd()) {
+            return fail(
+                "hand over the seccomp listener",
+                &std::io::Error::last_os_error(),
+            );
         }
         drop(listener);
         // Close every inherited fd ≥ 3 (helper pipes, lock files, ...).
@@ -242,22 +235,82 @@ impl Command<'_> {
     }
 }
 
-/// Take a copy of the child's seccomp listener (pidfd_getfd), then let it continue.
-fn receive_listener(pid: nix::unistd::Pid, fd_r: &OwnedFd, ack_w: &OwnedFd) -> Option<OwnedFd> {
-    let mut n = [0u8; 4];
-    if nix::unistd::read(fd_r, &mut n) != Ok(4) {
-        return None; // the child failed before installing the filter; it reported why
+fn socket_pair() -> Option<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` is a writable array of two ints, as socketpair(2) requires.
+    let rc = unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    };
+    // SAFETY: on success both fds are new and ours.
+    (rc == 0).then(|| unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Room for one SCM_RIGHTS message carrying one fd (CMSG_SPACE(sizeof(int)) on 64-bit Linux).
+const CMSG_ROOM: usize = 24;
+
+/// Send `fd` over `sock` with SCM_RIGHTS.
+fn send_fd(sock: &OwnedFd, fd: RawFd) -> bool {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; CMSG_ROOM / 8];
+    // SAFETY: msghdr is plain old data; all-zero is valid before we fill it in.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_ROOM as _;
+    // SAFETY: msg_control points at CMSG_ROOM aligned bytes, enough for one header and one int,
+    // so CMSG_FIRSTHDR is non-null and CMSG_DATA lies inside the buffer.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
     }
-    let target = i32::from_ne_bytes(n);
-    let pidfd = pidfd_open(pid.as_raw())?;
-    // SAFETY: integer arguments only; the kernel returns a new fd or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0) };
-    let _ = nix::unistd::write(ack_w, &[1]);
-    if fd < 0 {
+    // SAFETY: `msg` and everything it points to are valid for the call.
+    unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) == 1 }
+}
+
+/// Receive one fd sent with [`send_fd`]; None on EOF (the sender died first) or error.
+fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = [0u64; CMSG_ROOM / 8];
+    // SAFETY: msghdr is plain old data; all-zero is valid before we fill it in.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CMSG_ROOM as _;
+    // SAFETY: `msg` points at our own buffers; MSG_CMSG_CLOEXEC keeps the fd out of later execs.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n != 1 {
         return None;
     }
-    // SAFETY: pidfd_getfd returned a new fd we own.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks msg_controllen before we read.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return None;
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+        Some(OwnedFd::from_raw_fd(fd))
+    }
 }
 
 /// `pidfd_open(2)`.

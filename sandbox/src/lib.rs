@@ -32,4 +32,4 @@ pub use config::{default_protected, HelperCommand, Limits, RunAs, RunConfig};
 pub use helper::helper_main;
 pub use model::{Area, Effect, FileKind, TestRun};
 pub use privilege::{detect as detect_privilege, Privilege};
-pub use run::{run, sweep_stale, SandboxError};
+pub use run::{prepare, run, sweep_stale, Prepared, SandboxError};

@@ -4,10 +4,27 @@
 use crate::config::RunConfig;
 use crate::model::Effect;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::time::Duration;
 
-/// Parent → helper (one line on the helper's stdin; stdin then stays open: its hang-up tells the
-/// helper that the parent died and the run must be killed).
+/// Parent → helper, one per line on the helper's stdin: `Prepare` (optional, ahead of time), then
+/// `Run`. Stdin then stays open: its hang-up tells the helper nobody waits and the run must die.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum ParentMessage {
+    /// Take the lock and create the run's cgroups, moving the helper into them. On cgroup v1 that
+    /// move costs an RCU grace period (milliseconds): a warm helper pays it before the command
+    /// is known.
+    Prepare {
+        /// The run's id.
+        run_id: String,
+        /// State directory (lock files, scratch mount points).
+        state_dir: PathBuf,
+    },
+    /// Run a command (preparing first if `Prepare` was not sent).
+    Run(Box<HelperRequest>),
+}
+
+/// What to run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct HelperRequest {
     /// Unique id of the run (names the scratch dir, lock file and cgroups).
@@ -18,9 +35,11 @@ pub struct HelperRequest {
     pub config: RunConfig,
 }
 
-/// Helper → parent (one line on the helper's stdout).
+/// Helper → parent (one line per message on the helper's stdout).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum HelperReply {
+    /// Prepared: lock held, cgroups created and joined; waiting for `Run`.
+    Ready,
     /// The run completed (whatever its verdict); the mirror is gone.
     Done(RawRun),
     /// The sandbox could not be set up or supervised; nothing ran unsandboxed.

@@ -6,12 +6,12 @@
 use crate::cgroup::remove_dirs;
 use crate::config::RunConfig;
 use crate::model::TestRun;
-use crate::protocol::{HelperReply, HelperRequest};
+use crate::protocol::{HelperReply, HelperRequest, ParentMessage, RawRun};
 use crate::tracked::{self, Tracked};
 use crate::verdict::{self, Outcome};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -57,23 +57,159 @@ fn run_id() -> String {
 /// Test-run `command` (as `bash -c`) in a mirror of `config.workspace` and judge it.
 ///
 /// Returns `Ok` whenever the command ran, whatever it did; `Err` when no sandboxed run
-/// happened (never an unsandboxed one).
+/// happened (never an unsandboxed one). Same as `prepare(config)?.run(config, command)`.
 pub fn run(config: &RunConfig, command: &str) -> Result<TestRun, SandboxError> {
-    let workspace = config.workspace.canonicalize().map_err(|e| {
-        SandboxError::Config(format!("workspace {}: {e}", config.workspace.display()))
-    })?;
-    let mut config = config.clone();
-    config.workspace = workspace;
-    if let Some(home) = &config.home {
-        config.home = home.canonicalize().ok();
-    }
-    let request = HelperRequest {
-        run_id: run_id(),
-        command: command.to_string(),
-        config: config.clone(),
-    };
-    let raw = call_helper(&config, &request)?;
+    prepare(config)?.run(config, command)
+}
 
+/// A warm helper: started, holding its lock, inside its fresh cgroups, waiting for a command.
+///
+/// Joining a cgroup costs an RCU grace period on cgroup v1 (several milliseconds); a daemon
+/// keeps one `Prepared` ready so a test-run does not pay it. Dropping it unused stops the helper
+/// and removes its bookkeeping.
+pub struct Prepared {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+    run_id: String,
+    state_dir: PathBuf,
+    done: bool,
+}
+
+/// Start a helper and prepare a run (lock, cgroups) without a command yet. Only
+/// `config.helper` and `config.state_dir` are used here.
+pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
+    let helper = &config.helper;
+    let name = helper.program.display().to_string();
+    let io_err = |e| SandboxError::Helper(name.clone(), e);
+    let mut child = Command::new(&helper.program)
+        .args(&helper.args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(io_err)?;
+    let mut stderr = child.stderr.take();
+    let stderr = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(e) = stderr.as_mut() {
+            let _ = e.take(64 << 10).read_to_string(&mut s);
+        }
+        s
+    });
+    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(io_err(std::io::Error::other("helper pipes missing")));
+    };
+    let mut prepared = Prepared {
+        child,
+        stdin: Some(stdin),
+        stdout: BufReader::new(stdout),
+        stderr: Some(stderr),
+        run_id: run_id(),
+        state_dir: config.state_dir.clone(),
+        done: false,
+    };
+    prepared.send(&ParentMessage::Prepare {
+        run_id: prepared.run_id.clone(),
+        state_dir: prepared.state_dir.clone(),
+    })?;
+    match prepared.receive()? {
+        HelperReply::Ready => Ok(prepared),
+        HelperReply::Failed { stage, message } => Err(SandboxError::Setup { stage, message }),
+        HelperReply::Done(_) => Err(SandboxError::NoAnswer("answered Done to Prepare".into())),
+    }
+}
+
+impl Prepared {
+    fn send(&mut self, msg: &ParentMessage) -> Result<(), SandboxError> {
+        let mut line = serde_json::to_vec(msg)
+            .map_err(|e| SandboxError::Helper("request".into(), std::io::Error::other(e)))?;
+        line.push(b'\n');
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| SandboxError::NoAnswer("helper stdin already closed".into()))?;
+        stdin
+            .write_all(&line)
+            .and_then(|()| stdin.flush())
+            .map_err(|e| SandboxError::Helper("stdin".into(), e))
+    }
+
+    fn receive(&mut self) -> Result<HelperReply, SandboxError> {
+        let mut answer = String::new();
+        let _ = self.stdout.read_line(&mut answer);
+        serde_json::from_str::<HelperReply>(&answer).map_err(|_| {
+            // No (valid) answer: the helper died. Collect its status and stderr for the error.
+            drop(self.stdin.take());
+            let status = self.child.wait();
+            let stderr = self
+                .stderr
+                .take()
+                .and_then(|h| h.join().ok())
+                .unwrap_or_default();
+            SandboxError::NoAnswer(format!("status {status:?}, stderr: {}", stderr.trim()))
+        })
+    }
+
+    /// Run `command` in the prepared mirror and judge it (see [`run`]). `config.state_dir`
+    /// must be the one the helper was prepared with.
+    pub fn run(mut self, config: &RunConfig, command: &str) -> Result<TestRun, SandboxError> {
+        if config.state_dir != self.state_dir {
+            return Err(SandboxError::Config(
+                "state_dir differs from the prepared helper's".into(),
+            ));
+        }
+        let workspace = config.workspace.canonicalize().map_err(|e| {
+            SandboxError::Config(format!("workspace {}: {e}", config.workspace.display()))
+        })?;
+        let mut config = config.clone();
+        config.workspace = workspace;
+        if let Some(home) = &config.home {
+            config.home = home.canonicalize().ok();
+        }
+        self.send(&ParentMessage::Run(Box::new(HelperRequest {
+            run_id: self.run_id.clone(),
+            command: command.to_string(),
+            config: config.clone(),
+        })))?;
+        // Stdin stays open until the answer arrives: its hang-up tells the helper we are gone.
+        let reply = self.receive();
+        self.finish();
+        let raw = match reply? {
+            HelperReply::Done(raw) => raw,
+            HelperReply::Failed { stage, message } => {
+                return Err(SandboxError::Setup { stage, message })
+            }
+            HelperReply::Ready => {
+                return Err(SandboxError::NoAnswer("answered Ready to Run".into()))
+            }
+        };
+        Ok(judge(&config, raw))
+    }
+
+    /// Close stdin, reap the helper, remove its lock file and cgroups (it sat in them).
+    fn finish(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        // The hang-up ends the helper in every state: a prepared one exits, a running one kills
+        // its run first, a finished one is exiting anyway.
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+        cleanup_run(&self.state_dir, &self.run_id);
+    }
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn judge(config: &RunConfig, raw: RawRun) -> TestRun {
     let check = verdict::paths_to_check(&raw.effects);
     let tracked = if check.is_empty() || config.allow_tracked_changes {
         Tracked::Known(Default::default())
@@ -87,10 +223,10 @@ pub fn run(config: &RunConfig, command: &str) -> Result<TestRun, SandboxError> {
             timed_out: raw.timed_out,
             effects: &raw.effects,
         },
-        &config,
+        config,
         &tracked,
     );
-    Ok(TestRun {
+    TestRun {
         exit: raw.exit,
         signal: raw.signal,
         timed_out: raw.timed_out,
@@ -101,57 +237,6 @@ pub fn run(config: &RunConfig, command: &str) -> Result<TestRun, SandboxError> {
         effects: raw.effects,
         clean: why.is_empty(),
         why,
-    })
-}
-
-fn call_helper(
-    config: &RunConfig,
-    request: &HelperRequest,
-) -> Result<crate::protocol::RawRun, SandboxError> {
-    let helper = &config.helper;
-    let name = helper.program.display().to_string();
-    let mut child = Command::new(&helper.program)
-        .args(&helper.args)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| SandboxError::Helper(name.clone(), e))?;
-    let mut line = serde_json::to_vec(request)
-        .map_err(|e| SandboxError::Helper(name.clone(), std::io::Error::other(e)))?;
-    line.push(b'\n');
-    // Keep stdin open until the answer arrives: its hang-up tells the helper we are gone.
-    let mut stdin = child.stdin.take();
-    if let Some(s) = stdin.as_mut() {
-        s.write_all(&line)
-            .and_then(|()| s.flush())
-            .map_err(|e| SandboxError::Helper(name.clone(), e))?;
-    }
-    let mut stderr = child.stderr.take();
-    let err_reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.take(64 << 10).read_to_string(&mut s);
-        }
-        s
-    });
-    let mut answer = String::new();
-    if let Some(out) = child.stdout.take() {
-        let _ = BufReader::new(out).read_line(&mut answer);
-    }
-    drop(stdin);
-    let status = child.wait();
-    let helper_stderr = err_reader.join().unwrap_or_default();
-    // Whatever happened to the helper, its bookkeeping must not outlive it.
-    cleanup_run(&config.state_dir, &request.run_id);
-    match serde_json::from_str::<HelperReply>(&answer) {
-        Ok(HelperReply::Done(raw)) => Ok(raw),
-        Ok(HelperReply::Failed { stage, message }) => Err(SandboxError::Setup { stage, message }),
-        Err(_) => Err(SandboxError::NoAnswer(format!(
-            "status {status:?}, stderr: {}",
-            helper_stderr.trim()
-        ))),
     }
 }
 

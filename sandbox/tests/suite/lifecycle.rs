@@ -3,7 +3,7 @@
 
 use super::common::Env;
 use cmdgate_sandbox::cgroup::RunCgroup;
-use cmdgate_sandbox::protocol::{HelperReply, HelperRequest};
+use cmdgate_sandbox::protocol::{HelperReply, HelperRequest, ParentMessage};
 use cmdgate_sandbox::{Limits, Privilege};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -29,11 +29,11 @@ fn helper_at(program: &std::path::Path, uid: Option<u32>) -> Child {
 }
 
 fn send(child: &mut Child, env: &Env, run_id: &str, command: &str) {
-    let req = HelperRequest {
+    let req = ParentMessage::Run(Box::new(HelperRequest {
         run_id: run_id.to_string(),
         command: command.to_string(),
         config: env.config(),
-    };
+    }));
     let mut line = serde_json::to_vec(&req).expect("json");
     line.push(b'\n');
     let stdin = child.stdin.as_mut().expect("stdin");
@@ -106,6 +106,10 @@ fn parent_hang_up_kills_the_run() {
     let status = h.wait().expect("helper exits");
     assert!(status.success(), "{status:?}");
     assert!(!process_with("sleep 993.5"));
+    // The lock file (naming the cgroups the helper sat in) is the parent's to remove; the parent
+    // is gone, so the sweep does it.
+    let swept = cmdgate_sandbox::sweep_stale(&env.state).expect("sweep");
+    assert_eq!(swept, vec!["hangup-1".to_string()]);
     assert!(runs_dir_is_empty(&env));
 }
 
@@ -114,7 +118,8 @@ fn sweep_kills_what_is_left_in_a_stale_cgroup_and_skips_live_runs() {
     let env = Env::new();
     let runs = env.state.join("runs");
     std::fs::create_dir_all(runs.join("stale-1")).expect("mkdir");
-    let cg = RunCgroup::create("stale-1", &Limits::default()).expect("cgroup");
+    let cg = RunCgroup::create("stale-1").expect("cgroup");
+    cg.set_limits(&Limits::default()).expect("limits");
     let mut orphan = Command::new("sleep").arg("992.5").spawn().expect("spawn");
     cg.join(orphan.id() as i32).expect("join");
     std::fs::write(
@@ -172,6 +177,26 @@ fn without_root_the_helper_refuses_and_runs_nothing() {
             assert!(message.contains("NOT run"), "{message}");
         }
         HelperReply::Done(raw) => panic!("ran without root: {raw:?}"),
+        HelperReply::Ready => panic!("prepared without root"),
     }
     assert!(!marker.exists());
+}
+
+#[test]
+fn a_prepared_helper_runs_later_or_cleans_up_unused() {
+    let env = Env::new();
+    let config = env.config();
+    let warm = cmdgate_sandbox::prepare(&config).expect("prepare");
+    let run = warm.run(&config, "echo warm").expect("run");
+    assert_eq!(run.stdout, "warm\n");
+    assert!(run.clean);
+    assert!(runs_dir_is_empty(&env));
+
+    let unused = cmdgate_sandbox::prepare(&config).expect("prepare");
+    assert!(
+        !runs_dir_is_empty(&env),
+        "a prepared run holds its lock file"
+    );
+    drop(unused);
+    assert!(runs_dir_is_empty(&env));
 }
