@@ -394,6 +394,8 @@ fn cmdgate_env(
         "BAO_ADDR",
         "BAO_TOKEN",
         "BAO_CACERT",
+        "VAULT_NAMESPACE",
+        "BAO_NAMESPACE",
     ] {
         c.env_remove(v);
     }
@@ -757,4 +759,40 @@ fn cli_tls_checks_the_certificate_unless_told_otherwise() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn cli_transit_key_in_a_namespace() {
+    let bao = Bao::start();
+    bao.cli_ok(&["namespace", "create", "team1"]);
+    bao.cli_ok(&["secrets", "enable", "-namespace=team1", "transit"]);
+    bao.cli_ok(&[
+        "write",
+        "-namespace=team1",
+        "-f",
+        &format!("transit/keys/{KEY}"),
+        "type=ed25519",
+    ]);
+    let vault = Some((bao.addr.as_str(), bao.token.as_str()));
+    let ns = [("VAULT_NAMESPACE", "team1")];
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let map = home.join("CLAUDE_CMDS.md");
+    let map_s = map.to_str().unwrap();
+    fs::write(&map, starter_map()).unwrap();
+
+    // Outside the namespace the key does not exist.
+    let o = cmdgate(home, vault, &["trust", "add", "--vault", "--key", KEY]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("HTTP 404") || stderr(&o).contains("HTTP 400"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = cmdgate_env(home, vault, &ns, &["trust", "add", "--vault", "--key", KEY]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cmdgate_env(home, vault, &ns, &["tiermap", "sign", map_s, "--key", KEY]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(verify_json(home, &map).0);
 }

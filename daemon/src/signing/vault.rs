@@ -108,6 +108,8 @@ pub struct VaultConfig {
     pub tls: TlsVerify,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Vault Enterprise / OpenBao namespace holding the transit mount, if any.
+    pub namespace: Option<String>,
 }
 
 impl fmt::Debug for VaultConfig {
@@ -118,13 +120,14 @@ impl fmt::Debug for VaultConfig {
             .field("ca_cert", &self.ca_cert)
             .field("tls", &self.tls)
             .field("timeout", &self.timeout)
+            .field("namespace", &self.namespace)
             .finish()
     }
 }
 
 impl VaultConfig {
-    /// Reads `VAULT_ADDR` (else `BAO_ADDR`), `VAULT_TOKEN` (else `BAO_TOKEN`) and `VAULT_CACERT`
-    /// (else `BAO_CACERT`) through `var`. TLS checking is on; skipping it is never taken from the
+    /// Reads `VAULT_ADDR` (else `BAO_ADDR`), `VAULT_TOKEN` (else `BAO_TOKEN`), `VAULT_CACERT`
+    /// (else `BAO_CACERT`) and `VAULT_NAMESPACE` (else `BAO_NAMESPACE`) through `var`. TLS checking is on; skipping it is never taken from the
     /// environment, only from an explicit option ([`VaultConfig::tls`]).
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<VaultConfig, VaultError> {
         let var = |a: &str, b: &str| {
@@ -140,6 +143,7 @@ impl VaultConfig {
             ca_cert: var("VAULT_CACERT", "BAO_CACERT").map(PathBuf::from),
             tls: TlsVerify::Verify,
             timeout: DEFAULT_TIMEOUT,
+            namespace: var("VAULT_NAMESPACE", "BAO_NAMESPACE"),
         })
     }
 }
@@ -251,6 +255,7 @@ impl Transit {
                     .map(|p| p.display().to_string())
                     .collect(),
             )
+            .namespace(config.namespace.clone())
             // Not taken from VAULT_CLIENT_CERT behind the caller's back.
             .identity(None);
         let settings = settings.build().map_err(|e| VaultError::Client {
