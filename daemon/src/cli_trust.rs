@@ -69,6 +69,7 @@ pub fn run(args: TrustArgs) -> anyhow::Result<ExitCode> {
         TrustCommand::Add(a) => add(a, &path),
         TrustCommand::List { json } => list(&path, json),
         TrustCommand::Remove { name } => {
+            let _lock = signing::files::lock_pinned_keys(&path)?;
             let mut keys = signing::load_pinned_keys(&path)?;
             if !keys.remove(&name) {
                 bail!("key `{name}` is not pinned in {}", path.display());
@@ -81,6 +82,7 @@ pub fn run(args: TrustArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn add(args: AddArgs, path: &Path) -> anyhow::Result<ExitCode> {
+    let _lock = signing::files::lock_pinned_keys(path)?;
     let mut keys = signing::load_pinned_keys(path)?;
     let name = if args.vault {
         let key = args.key.context("--vault needs --key NAME")?;

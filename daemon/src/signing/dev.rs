@@ -79,6 +79,7 @@ pub fn ensure_dev_key_in(config_dir: &Path, trusted_keys: &Path) -> Result<DevKe
     }
     let signing_key = load(&path)?;
 
+    let _lock = files::lock_pinned_keys(trusted_keys)?;
     let mut keys = files::load_pinned_keys(trusted_keys)?;
     let public = signing_key.verifying_key();
     let newly_pinned = keys

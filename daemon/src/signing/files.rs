@@ -5,6 +5,7 @@
 //! of either, and a failure leaves the old file byte-identical.
 
 use cmdgate_policy::tiermap::{Diagnostic, PinnedKeys};
+use nix::fcntl::{Flock, FlockArg};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
@@ -174,6 +175,36 @@ pub fn save_pinned_keys(path: &Path, keys: &PinnedKeys) -> Result<(), FileError>
     write_atomic(path, keys.to_file_string().as_bytes(), 0o644)
 }
 
+/// Held while a pinned-keys file is read, changed and written, so two writers (`cmdgate trust add`
+/// and `cmdgate up` pinning the development key, say) never lose each other's pins. Released on drop.
+#[derive(Debug)]
+pub struct PinnedKeysLock {
+    /// The advisory lock on `<trusted-keys>.lock`.
+    _lock: Flock<File>,
+}
+
+/// Takes the update lock of the pinned-keys file `path` (waits for another holder), creating the
+/// directory and the lock file when missing.
+pub fn lock_pinned_keys(path: &Path) -> Result<PinnedKeysLock, FileError> {
+    ensure_dir(parent(path), CONFIG_DIR_MODE)?;
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    let lock_path = parent(path).join(name);
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(&lock_path)
+        .map_err(io_err("create", &lock_path))?;
+    let lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| FileError::Io {
+        action: "lock",
+        path: lock_path.clone(),
+        source: io::Error::from(errno),
+    })?;
+    Ok(PinnedKeysLock { _lock: lock })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +231,28 @@ mod tests {
         assert!(!create_atomic(&p, b"second", 0o600).unwrap());
         assert_eq!(fs::read(&p).unwrap(), b"first");
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn concurrent_pinners_lose_no_pin() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("trusted-keys");
+        let threads: Vec<_> = (0..8u8)
+            .map(|i| {
+                let p = p.clone();
+                std::thread::spawn(move || {
+                    let _lock = lock_pinned_keys(&p).unwrap();
+                    let mut keys = load_pinned_keys(&p).unwrap();
+                    let k = ed25519_dalek::SigningKey::from_bytes(&[i + 1; 32]).verifying_key();
+                    keys.pin(&format!("k{i}"), 1, k).unwrap();
+                    save_pinned_keys(&p, &keys).unwrap();
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(load_pinned_keys(&p).unwrap().keys().count(), 8);
     }
 
     #[test]
