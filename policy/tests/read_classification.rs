@@ -500,3 +500,7 @@ not_read!(unterminated_backtick: "echo `ls" => "could not be analysed");
 not_read!(unterminated_if: "if true; then ls" => "could not be analysed");
 not_read!(nul_byte: "ls\0rm" => "could not be analysed");
 not_read!(too_deep: "echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo ls))))))))))))))))))" => "could not be analysed");
+not_read!(hidden_pem: "cat .server.pem" => "secret");
+not_read!(dotglob_pem: "cat .*.pem" => "secret");
+read!(glob_not_dotfile: "cat *.toml");
+read!(pattern_arg_literal_star: "find . -name '*.key.txt.bak.rs' -newer x");

@@ -81,17 +81,17 @@ impl SecretPaths {
             tails: Vec::new(),
             names: Vec::new(),
         };
-        let home_comps = components(home);
+        let home_comps = owned(home);
         for p in patterns {
             let p = p.as_ref();
             if let Some(rest) = p.strip_prefix("~/") {
-                let tail = components(rest);
+                let tail = owned(rest);
                 let mut full = home_comps.clone();
                 full.extend(tail.iter().cloned());
                 out.anchored.push(full);
                 out.tails.push(tail);
             } else if p.starts_with('/') {
-                let full = components(p);
+                let full = owned(p);
                 out.tails.push(full.clone());
                 out.anchored.push(full);
             } else if !p.is_empty() {
@@ -106,53 +106,52 @@ impl SecretPaths {
     /// wildcards and the question is whether any file it matches could be a secret.
     pub fn matches(&self, path: &str, cwds: &[String], glob: bool) -> bool {
         let may_match = |a: &str, b: &str| may_match(a, b, glob);
-        let prefix_matches = |path: &[String], pattern: &[String]| {
+        let prefix_matches = |path: &[&str], pattern: &[String]| {
             path.len() >= pattern.len() && pattern.iter().zip(path).all(|(p, c)| may_match(c, p))
         };
-        let contains_run = |path: &[String], run: &[String]| {
+        let contains_run = |path: &[&str], run: &[String]| {
             !run.is_empty()
                 && path
                     .windows(run.len())
                     .any(|w| w.iter().zip(run).all(|(c, p)| may_match(c, p)))
         };
+        let named = |comps: &[&str]| {
+            comps
+                .iter()
+                .any(|c| self.names.iter().any(|n| may_match(c, n)))
+        };
         let own = components(path);
-        if own
-            .iter()
-            .any(|c| self.names.iter().any(|n| may_match(c, n)))
-        {
+        if named(&own) || self.tails.iter().any(|t| contains_run(&own, t)) {
             return true;
         }
-        if self.tails.iter().any(|t| contains_run(&own, t)) {
-            return true;
-        }
-        let check = |abs: Vec<String>| {
+        let check = |abs: Vec<&str>| {
             let abs = normalize(abs);
-            self.anchored.iter().any(|a| prefix_matches(&abs, a))
-                || abs
-                    .iter()
-                    .any(|c| self.names.iter().any(|n| may_match(c, n)))
+            self.anchored.iter().any(|a| prefix_matches(&abs, a)) || named(&abs)
         };
         if path.starts_with('/') {
             return check(own);
         }
         cwds.iter().any(|cwd| {
             let mut abs = components(cwd);
-            abs.extend(own.iter().cloned());
+            abs.extend(own.iter().copied());
             check(abs)
         })
     }
 }
 
-fn components(p: &str) -> Vec<String> {
+fn components(p: &str) -> Vec<&str> {
     p.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
-        .map(str::to_owned)
         .collect()
 }
 
+fn owned(p: &str) -> Vec<String> {
+    components(p).into_iter().map(str::to_owned).collect()
+}
+
 /// Resolve `..` lexically.
-fn normalize(comps: Vec<String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(comps.len());
+fn normalize(comps: Vec<&str>) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::with_capacity(comps.len());
     for c in comps {
         if c == ".." {
             out.pop();
@@ -172,13 +171,13 @@ pub(crate) fn may_match(a: &str, b: &str, a_glob: bool) -> bool {
     let b = b.as_bytes();
     let wild = |c: u8| c == b'*' || c == b'?';
     if let (Some(&x), Some(&y)) = (a.first(), b.first()) {
-        if (a_glob && wild(x) && y == b'.') || (wild(y) && x == b'.') {
+        if a_glob && wild(x) && y == b'.' {
             return false;
         }
     }
     let a_wild = a_glob && a.iter().any(|&c| wild(c));
-    if !a_wild && !b.iter().any(|&c| wild(c)) {
-        return a == b;
+    if !a_wild {
+        return literal_matches(a, b);
     }
     // dp[i][j]: can a[i..] and b[j..] match a common string? Filled from the ends, iteratively
     // (no recursion: an argument may be tens of kilobytes long).
@@ -202,4 +201,27 @@ pub(crate) fn may_match(a: &str, b: &str, a_glob: bool) -> bool {
         }
     }
     dp[0]
+}
+
+/// Does the literal name `a` match the pattern `b` (`*`, `?`)? Greedy with one backtrack point,
+/// no allocation: this runs for every argument of every command on the hook's fast path.
+fn literal_matches(a: &[u8], b: &[u8]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while i < a.len() {
+        if j < b.len() && (b[j] == b'?' || b[j] == a[i]) && b[j] != b'*' {
+            i += 1;
+            j += 1;
+        } else if j < b.len() && b[j] == b'*' {
+            star = Some((j, i));
+            j += 1;
+        } else if let Some((sj, si)) = star {
+            j = sj + 1;
+            i = si + 1;
+            star = Some((sj, si + 1));
+        } else {
+            return false;
+        }
+    }
+    b[j..].iter().all(|&c| c == b'*')
 }
