@@ -462,3 +462,23 @@ fn state_dir_and_scratch_are_invisible_inside() {
     assert!(run.stdout.ends_with("done\n"), "{}", common::show(&run));
     assert!(!run.stdout.contains("upper"), "{}", common::show(&run));
 }
+
+#[test]
+fn landlock_is_a_second_layer() {
+    let env = Env::new();
+    // /proc is mounted read-write inside the mirror (a fresh proc for the run's pid namespace):
+    // only Landlock stops writes there, so this shows it is in force.
+    let run = env.run("echo 0 > /proc/self/oom_score_adj && echo written");
+    if cmdgate_sandbox::confine::landlock_abi() > 0 {
+        assert!(!run.stdout.contains("written"), "{}", common::show(&run));
+        assert!(
+            run.stderr.contains("Permission denied"),
+            "{}",
+            common::show(&run)
+        );
+    } else {
+        // Without Landlock (old kernel) the mounts are the only layer; say so in the output.
+        eprintln!("this kernel has no Landlock: only the mount layer was tested");
+        assert!(run.stdout.contains("written"), "{}", common::show(&run));
+    }
+}
