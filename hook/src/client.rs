@@ -136,8 +136,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Parses the status line and headers; returns (status, Content-Length). Requires Content-Length and
-/// refuses Transfer-Encoding: the daemon sends whole bodies.
+/// Parses the status line and headers; returns (status, body length). Requires Content-Length (except
+/// on 204/304, which have no body) and refuses Transfer-Encoding: the daemon sends whole bodies.
 fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
     let text = std::str::from_utf8(head)
         .map_err(|_| ClientError::Malformed("headers are not UTF-8".into()))?;
@@ -178,6 +178,10 @@ fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
             )));
         }
     }
+    // 204 and 304 never have a body, and servers (hyper) send them without Content-Length.
+    if status == 204 || status == 304 {
+        return Ok((status, 0));
+    }
     let length = length.ok_or_else(|| ClientError::Malformed("no Content-Length".into()))?;
     Ok((status, length))
 }
@@ -196,6 +200,7 @@ mod tests {
             parse_head(b"HTTP/1.1 204 No Content\r\nContent-Length: 0").unwrap(),
             (204, 0)
         );
+        assert_eq!(parse_head(b"HTTP/1.1 204 No Content\r\ndate: x").unwrap(), (204, 0));
         for bad in [
             &b"HTTP/1.1 200 OK"[..],
             b"HTTP/2 200\r\nContent-Length: 1",

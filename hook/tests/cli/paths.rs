@@ -176,3 +176,25 @@ fn unwritable_spool_does_not_change_the_answer() {
     assert_eq!(run.decision().0, "allow");
     assert!(run.stderr.contains("spool"), "{run:?}");
 }
+
+#[test]
+fn a_204_without_content_length_is_a_delivered_outcome() {
+    // hyper answers 204 without Content-Length; the outcome was taken and must not be spooled too.
+    let w = World::new();
+    let d = FakeDaemon::start(
+        &w.socket(),
+        Behaviour::Raw(
+            b"HTTP/1.1 204 No Content\r\ndate: Sun, 29 Nov 2026 16:00:00 GMT\r\n\r\n".to_vec(),
+        ),
+    );
+    let input = w.event(
+        "PostToolUse",
+        "Bash",
+        json!({"command": "ls"}),
+        json!({"tool_response": {"stdout": "", "stderr": "", "interrupted": false}}),
+    );
+    let run = w.run(&input, &[]);
+    assert_eq!((run.code, run.stdout.as_str()), (Some(0), ""), "{run:?}");
+    assert_eq!(d.requests().len(), 1);
+    assert!(w.spool().is_empty(), "{:?}", w.spool());
+}
