@@ -7,6 +7,7 @@
 
 pub mod breaker;
 pub mod decide;
+pub mod export;
 pub mod learn;
 pub mod locations;
 pub mod shell;
