@@ -482,3 +482,41 @@ fn landlock_is_a_second_layer() {
         assert!(run.stdout.contains("written"), "{}", common::show(&run));
     }
 }
+
+#[test]
+fn udp_to_the_host_is_reported() {
+    let env = Env::new();
+    let bind = || {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        s.set_nonblocking(true).expect("nonblocking");
+        let port = s.local_addr().expect("addr").port();
+        (s, port)
+    };
+    let ((a, port_a), (b, port_b)) = (bind(), bind());
+    // Both ways a program sends UDP: connect + send (bash's /dev/udp) and sendto with an address.
+    let run = env.run(&format!(
+        "echo hi > /dev/udp/127.0.0.1/{port_a}; \
+         perl -MSocket -e 'socket(S, PF_INET, SOCK_DGRAM, 0) or die; \
+         send(S, \"x\", 0, pack_sockaddr_in({port_b}, inet_aton(\"127.0.0.1\"))) or die \"send: $!\"'"
+    ));
+    let mut buf = [0u8; 16];
+    for s in [&a, &b] {
+        assert_eq!(
+            s.recv_from(&mut buf).map(drop).map_err(|e| e.kind()),
+            Err(ErrorKind::WouldBlock),
+            "a datagram reached the host"
+        );
+    }
+    for port in [port_a, port_b] {
+        let target = format!("inet 127.0.0.1:{port}");
+        assert!(
+            run.effects.iter().any(
+                |e| matches!(e, Effect::Network { target: t, allowed: false } if *t == target)
+            ),
+            "{target}: {}",
+            common::show(&run)
+        );
+    }
+    assert!(run.stderr.contains("send:"), "{}", common::show(&run));
+    dirty_with(&run, "network attempted");
+}
