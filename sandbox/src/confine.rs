@@ -278,14 +278,18 @@ fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
     libc::sock_filter { code, jt, jf, k }
 }
 
-/// Syscalls always refused (and reported): they reach kernel state beyond the run (ptrace and
-/// process_vm_* on other processes, mounts and namespaces that could undo the mirror, keyrings,
+/// Syscalls always refused (and reported): they reach kernel state beyond the run (ptrace,
+/// process_vm_*, pidfd_getfd on other processes, mounts and namespaces that could undo the mirror, keyrings,
 /// bpf, perf, io_uring which bypasses this filter, module loading, kexec, swap, reboot, acct).
 pub fn refused_syscalls() -> Vec<(libc::c_long, &'static str)> {
     let mut v = vec![
         (libc::SYS_ptrace, "ptrace"),
         (libc::SYS_process_vm_readv, "process_vm_readv"),
         (libc::SYS_process_vm_writev, "process_vm_writev"),
+        // Another process's fds (pid 1 holds the seccomp listener: the capability check of
+        // ptrace_may_access already refuses it; this is the second lock) and its memory.
+        (libc::SYS_pidfd_getfd, "pidfd_getfd"),
+        (libc::SYS_process_madvise, "process_madvise"),
         (libc::SYS_io_uring_setup, "io_uring_setup"),
         (libc::SYS_io_uring_enter, "io_uring_enter"),
         (libc::SYS_io_uring_register, "io_uring_register"),

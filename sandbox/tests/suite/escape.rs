@@ -331,6 +331,36 @@ fn ptrace_and_process_vm_are_refused() {
 }
 
 #[test]
+fn pid1_and_its_seccomp_listener_are_out_of_reach() {
+    let env = Env::new();
+    // pid 1 of the run answers the seccomp notifications: holding its listener fd would let the
+    // command approve its own mount. pidfd_getfd is refused by the filter, /proc/1/fd/N by the
+    // kernel's ptrace access check (pid 1 has capabilities the command lacks), signals to pid 1
+    // by the pid namespace and Landlock's signal scope.
+    let run = env.run(&format!(
+        "perl -e '$p = syscall({open}, 1, 0); for $n (3..12) {{ syscall({getfd}, $p, $n, 0) >= 0 and print \"stole $n\\n\" }}'; \
+         for f in /proc/1/fd/*; do readlink $f; exec 9<$f; done; cat /proc/1/environ; kill -9 1; echo still here",
+        open = libc::SYS_pidfd_open,
+        getfd = libc::SYS_pidfd_getfd
+    ));
+    assert!(!run.stdout.contains("stole"), "{}", common::show(&run));
+    // Listing /proc/1/fd shows numbers (uid 0 owns it), but no fd can be resolved or opened.
+    assert!(!run.stdout.contains("seccomp"), "{}", common::show(&run));
+    assert!(
+        run.stderr.contains("/proc/1/fd/3: Permission denied"),
+        "{}",
+        common::show(&run)
+    );
+    assert!(
+        run.stderr.contains("/proc/1/environ: Permission denied"),
+        "{}",
+        common::show(&run)
+    );
+    assert!(run.stdout.contains("still here"), "{}", common::show(&run));
+    assert!(blocked(&run, "pidfd_getfd"), "{}", common::show(&run));
+}
+
+#[test]
 fn fork_bomb_is_contained() {
     let env = Env::new();
     let mut config = env.config();
