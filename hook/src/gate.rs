@@ -248,6 +248,9 @@ fn ask_daemon(
     render_decision(call, &decided)
 }
 
+/// Longest daemon reason passed on to the model, in characters.
+const MAX_REASON_CHARS: usize = 4000;
+
 /// Turns the daemon's decision into Claude Code's answer, with the provenance in the reason.
 pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
     let mut provenance = d.source.as_str().to_string();
@@ -260,21 +263,14 @@ pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
     if let Some(id) = d.audit_id {
         provenance.push_str(&format!(", audit #{id}"));
     }
+    // The model reads this: the gist of a reason, not a log (the audit row keeps the whole).
+    let why = truncate(&d.reason, MAX_REASON_CHARS);
     let reason = match d.decision {
-        Verdict::Allow => format!(
-            "cmdgate allowed {} ({provenance}): {}",
-            summary(call),
-            d.reason
-        ),
-        Verdict::Deny => format!(
-            "cmdgate denied {} ({provenance}): {}",
-            summary(call),
-            d.reason
-        ),
+        Verdict::Allow => format!("cmdgate allowed {} ({provenance}): {why}", summary(call)),
+        Verdict::Deny => format!("cmdgate denied {} ({provenance}): {why}", summary(call)),
         Verdict::Ask => format!(
-            "cmdgate asks a person to confirm {} ({provenance}): {}",
-            summary(call),
-            d.reason
+            "cmdgate asks a person to confirm {} ({provenance}): {why}",
+            summary(call)
         ),
     };
     let system_message = match d.source {
