@@ -125,6 +125,20 @@ impl RunCgroup {
         Ok(RunCgroup { dirs })
     }
 
+    /// The directories a run with this id would have (existing ones only), for cleaning up
+    /// after a crash that happened before their paths were written down.
+    pub fn existing_for(run_id: &str) -> RunCgroup {
+        let name = format!("cmdgate-{run_id}");
+        let mut dirs: Vec<(String, Flavor, PathBuf)> = Vec::new();
+        for (ctrl, flavor, parent) in locate() {
+            let dir = parent.join(&name);
+            if dir.is_dir() && !dirs.iter().any(|(_, _, d)| *d == dir) {
+                dirs.push((ctrl, flavor, dir));
+            }
+        }
+        RunCgroup { dirs }
+    }
+
     /// Write the run's limits (before anything of the command runs).
     pub fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
         let write = |dir: &Path, file: &str, value: String| -> Result<(), CgroupError> {

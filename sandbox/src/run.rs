@@ -3,7 +3,7 @@
 //! Blocking, and safe to call from any thread (the daemon calls it from `spawn_blocking`): the
 //! helper is started with `std::process::Command` (fork+exec, nothing else in the child).
 
-use crate::cgroup::remove_dirs;
+use crate::cgroup::{remove_dirs, RunCgroup};
 use crate::config::RunConfig;
 use crate::model::TestRun;
 use crate::protocol::{HelperReply, HelperRequest, ParentMessage, RawRun};
@@ -244,11 +244,13 @@ fn judge(config: &RunConfig, raw: RawRun) -> TestRun {
 fn cleanup_run(state_dir: &Path, run_id: &str) {
     let runs = state_dir.join("runs");
     let lock = runs.join(format!("{run_id}.lock"));
-    if let Ok(text) = std::fs::read_to_string(&lock) {
-        if let Ok(cg) = serde_json::from_str::<crate::cgroup::RunCgroup>(&text) {
-            remove_dirs(cg.dirs.iter().map(|(_, _, d)| d.as_path()));
-        }
-    }
+    // The lock file names the cgroups; if the helper died before writing them, look them up by
+    // name under our own cgroups (where the helper, our child, created them).
+    let cgroup = std::fs::read_to_string(&lock)
+        .ok()
+        .and_then(|text| serde_json::from_str::<RunCgroup>(&text).ok())
+        .unwrap_or_else(|| RunCgroup::existing_for(run_id));
+    remove_dirs(cgroup.dirs.iter().map(|(_, _, d)| d.as_path()));
     let _ = std::fs::remove_dir(runs.join(run_id));
     let _ = std::fs::remove_file(lock);
 }

@@ -200,3 +200,17 @@ fn a_prepared_helper_runs_later_or_cleans_up_unused() {
     drop(unused);
     assert!(runs_dir_is_empty(&env));
 }
+
+#[test]
+fn sweep_finds_cgroups_by_name_when_the_lock_file_is_empty() {
+    let env = Env::new();
+    let runs = env.state.join("runs");
+    std::fs::create_dir_all(&runs).expect("mkdir");
+    // A helper that died between creating its cgroups and writing their paths down.
+    let cg = RunCgroup::create("early-1").expect("cgroup");
+    std::fs::write(runs.join("early-1.lock"), "").expect("lock");
+    let swept = cmdgate_sandbox::sweep_stale(&env.state).expect("sweep");
+    assert_eq!(swept, vec!["early-1".to_string()]);
+    assert!(cg.dirs.iter().all(|(_, _, d)| !d.exists()));
+    assert!(runs_dir_is_empty(&env));
+}
