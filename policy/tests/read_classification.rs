@@ -504,3 +504,5 @@ not_read!(hidden_pem: "cat .server.pem" => "secret");
 not_read!(dotglob_pem: "cat .*.pem" => "secret");
 read!(glob_not_dotfile: "cat *.toml");
 read!(pattern_arg_literal_star: "find . -name '*.key.txt.bak.rs' -newer x");
+not_read!(dev_tcp_read: "cat < /dev/tcp/example.com/80" => "network connection");
+not_read!(dev_udp_read: "head -c1 < /dev/udp/10.0.0.1/53" => "network connection");

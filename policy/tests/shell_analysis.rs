@@ -412,3 +412,6 @@ runs!(bad_heredoc_paren_delimiter: "$( << )) #" => ["UNANALYZABLE ParseError"]);
 runs!(bad_heredoc_no_delimiter: "cat <<" => ["UNANALYZABLE ParseError"]);
 runs!(heredoc_dash: "cat <<-EOF\n\tx\nEOF" => ["cat"]);
 runs!(shift_in_arith: "echo $(( 1 << 2 ))" => ["echo ⟪$(( 1 << 2 ))⟫"]);
+// brush-parser panics on an fd number that does not fit an i32: refused up front.
+runs!(bad_huge_fd: "echo 99999999999>x" => ["UNANALYZABLE BadInput"]);
+redirects!(redir_big_fd_ok: "a 255>f" => [(Some(255), Write, "f")]);

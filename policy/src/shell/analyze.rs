@@ -597,6 +597,20 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
             }
         }
     }
+    // brush-parser parses a redirection's fd number (`99999999999>x`) with an unchecked i32 parse.
+    let mut digits = 0;
+    for &c in b {
+        if c.is_ascii_digit() {
+            digits += 1;
+        } else {
+            if digits >= 10 && (c == b'<' || c == b'>') {
+                return Err(Unanalyzable::BadInput {
+                    message: "file descriptor number too large".to_owned(),
+                });
+            }
+            digits = 0;
+        }
+    }
     // brush-parser's tokenizer loops forever, allocating, on a here-document whose delimiter
     // starts with an operator (`$( << (( x #`); bash rejects those anyway.
     let mut at = 0;

@@ -512,6 +512,17 @@ impl Ctx<'_, '_> {
             .first()
             .map(|w| w.text().to_owned())
             .unwrap_or_default();
+        // bash itself connects for /dev/tcp/HOST/PORT and /dev/udp/… redirections.
+        if let Some(t) = r.target.as_static() {
+            if t.starts_with("/dev/tcp/") || t.starts_with("/dev/udp/") {
+                return Err(NotReadReason::UnsafeArgument {
+                    command: name,
+                    argument: t.to_owned(),
+                    why: "makes the shell open a network connection",
+                });
+            }
+        }
+
         match r.kind {
             RedirectKind::Duplicate | RedirectKind::HereDoc | RedirectKind::HereString => Ok(()),
             RedirectKind::Read => match &r.target {
