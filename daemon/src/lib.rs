@@ -3,6 +3,7 @@ pub mod breakers;
 pub mod cli_tiermap;
 pub mod cli_trust;
 pub mod clock;
+pub mod notify;
 pub mod server;
 pub mod signing;
 pub mod store;
