@@ -415,3 +415,5 @@ runs!(shift_in_arith: "echo $(( 1 << 2 ))" => ["echo ⟪$(( 1 << 2 ))⟫"]);
 // brush-parser panics on an fd number that does not fit an i32: refused up front.
 runs!(bad_huge_fd: "echo 99999999999>x" => ["UNANALYZABLE BadInput"]);
 redirects!(redir_big_fd_ok: "a 255>f" => [(Some(255), Write, "f")]);
+// A trailing backslash joins the next line into the command (found by proptest).
+runs!(continuation_joins_next_line: "[ \\\nrm x" => ["[ rm x"]);
