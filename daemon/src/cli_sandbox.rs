@@ -114,6 +114,21 @@ pub fn main(args: SandboxArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// How the daemon starts the sandbox helper: the `cmdgate` binary installed next to `cmdgated`,
+/// re-executed as `cmdgate sandbox __helper` (the daemon must never fork from its own threads).
+pub fn helper_command_beside(daemon_exe: &std::path::Path) -> anyhow::Result<HelperCommand> {
+    let program = daemon_exe.with_file_name("cmdgate");
+    anyhow::ensure!(
+        program.is_file(),
+        "the sandbox helper {} is missing (install cmdgate next to cmdgated)",
+        program.display()
+    );
+    Ok(HelperCommand {
+        program,
+        args: vec!["sandbox".into(), "__helper".into()],
+    })
+}
+
 fn config(run: &RunArgs) -> anyhow::Result<RunConfig> {
     let exe =
         std::env::current_exe().context("cannot find the cmdgate binary to run the helper")?;

@@ -550,3 +550,30 @@ fn udp_to_the_host_is_reported() {
     assert!(run.stderr.contains("send:"), "{}", common::show(&run));
     dirty_with(&run, "network attempted");
 }
+
+#[test]
+fn filling_the_disk_stops_at_the_scratch_size() {
+    let env = Env::new();
+    let mut config = env.config();
+    config.limits.scratch_bytes = 8 << 20;
+    let run = common::run_with(
+        &config,
+        "head -c 20000000 /dev/zero > big; head -c 20000000 /dev/zero > /tmp/big",
+    );
+    assert!(
+        run.stderr.matches("No space left on device").count() >= 1,
+        "{}",
+        common::show(&run)
+    );
+    assert!(!env.ws.join("big").exists());
+    let written: u64 = run
+        .effects
+        .iter()
+        .map(|e| match e {
+            Effect::Created { size, .. } => *size,
+            _ => 0,
+        })
+        .sum();
+    assert!(written <= 8 << 20, "{}", common::show(&run));
+    dirty_with(&run, "exit status");
+}
