@@ -72,6 +72,34 @@ fn is_opaque(path: &Path) -> bool {
     false
 }
 
+/// Entries looked at when sizing a deleted directory (the size is a lower bound past it).
+const SIZE_WALK_LIMIT: usize = 10_000;
+
+/// Bytes in the regular files below `dir` (bounded walk: `rm -rf node_modules` must not cost
+/// a full tree walk).
+fn tree_size(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut seen = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            seen += 1;
+            if seen > SIZE_WALK_LIMIT {
+                return total;
+            }
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
+                _ => {}
+            }
+        }
+    }
+    total
+}
+
 fn same_content(a: &Path, b: &Path) -> bool {
     let (Ok(mut fa), Ok(mut fb)) = (std::fs::File::open(a), std::fs::File::open(b)) else {
         return false;
@@ -155,11 +183,16 @@ fn walk(layer: &Layer<'_>, rel: &Path, lower_visible: bool, out: &mut Vec<Effect
             .and_then(|l| std::fs::symlink_metadata(l).ok());
         if is_whiteout(&um) {
             if let Some(lm) = lm {
+                let size = match (lm.is_dir(), &lower_path) {
+                    (true, Some(l)) => tree_size(l),
+                    _ if lm.is_file() => lm.len(),
+                    _ => 0,
+                };
                 out.push(Effect::Deleted {
                     area,
                     path,
                     kind: kind_of(&lm),
-                    size: if lm.is_file() { lm.len() } else { 0 },
+                    size,
                 });
             }
             continue;

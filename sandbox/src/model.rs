@@ -103,7 +103,7 @@ pub enum Effect {
         path: PathBuf,
         /// What was there.
         kind: FileKind,
-        /// Its size in bytes (files).
+        /// Its size in bytes (for a directory: the files below it, counted up to 10,000 entries).
         size: u64,
     },
     /// A deletion and a creation with identical content (best effort: overlay has no rename record).

@@ -125,7 +125,7 @@ fn delete_dir() {
             area: Area::Workspace,
             path: p("d"),
             kind: FileKind::Dir,
-            size: 0
+            size: 4
         }]
     );
 }
