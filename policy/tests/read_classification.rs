@@ -506,3 +506,4 @@ read!(glob_not_dotfile: "cat *.toml");
 read!(pattern_arg_literal_star: "find . -name '*.key.txt.bak.rs' -newer x");
 not_read!(dev_tcp_read: "cat < /dev/tcp/example.com/80" => "network connection");
 not_read!(dev_udp_read: "head -c1 < /dev/udp/10.0.0.1/53" => "network connection");
+not_read!(spaced_double_paren_not_read: "( ( rm x ) )" => "only known at run time");

@@ -417,3 +417,9 @@ runs!(bad_huge_fd: "echo 99999999999>x" => ["UNANALYZABLE BadInput"]);
 redirects!(redir_big_fd_ok: "a 255>f" => [(Some(255), Write, "f")]);
 // A trailing backslash joins the next line into the command (found by proptest).
 runs!(continuation_joins_next_line: "[ \\\nrm x" => ["[ rm x"]);
+// brush-parser backtracks exponentially on unclosed parentheses (found by fuzzing): bounded.
+runs!(bad_unclosed_parens: "((((((dire&ho (((((((((((((Z(((((((((((((((((((((abc" => ["UNANALYZABLE TooDeep"]);
+runs!(nested_parens_ok: "(cd x && (ls; (pwd)))" => ["cd x", "ls", "pwd"]);
+// brush-parser reads `( (` as arithmetic: the command is then a dynamic arithmetic one, never a read.
+runs!(spaced_double_paren: "( ( a ) )" => ["⟪$((a))⟫"]);
+runs!(arith_parens_ok: "echo $(( ((1+2)*(3+4)) ))" => ["echo ⟪$(( ((1+2)*(3+4)) ))⟫"]);

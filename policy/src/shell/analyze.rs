@@ -15,6 +15,10 @@ use super::words::{self, Embedded};
 /// thread (measured, debug build).
 const MAX_LEXICAL_NESTING: usize = 48;
 
+/// Ceiling on nested parentheses (subshells, arithmetic, substitutions, extglobs together): see
+/// [`prescreen`]. Real commands rarely go past four.
+const MAX_PAREN_NESTING: usize = 10;
+
 /// Analyse a command string as Claude Code's Bash tool would run it.
 ///
 /// Never panics; anything it cannot analyse with confidence is [`Analysis::Unanalyzable`].
@@ -627,6 +631,23 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
             return Err(Unanalyzable::ParseError {
                 message: "here-document delimiter is not a plain word".to_owned(),
             });
+        }
+    }
+    // brush-parser backtracks exponentially on unclosed parentheses (each level doubles the time:
+    // 20 levels take ~90 ms, 24 over a second, measured in release): bound their nesting.
+    let mut parens: usize = 0;
+    for &c in b {
+        match c {
+            b'(' => {
+                parens += 1;
+                if parens > MAX_PAREN_NESTING {
+                    return Err(Unanalyzable::TooDeep {
+                        max: limits.max_depth,
+                    });
+                }
+            }
+            b')' => parens = parens.saturating_sub(1),
+            _ => {}
         }
     }
     let max = limits.max_depth.saturating_mul(3).min(MAX_LEXICAL_NESTING);
