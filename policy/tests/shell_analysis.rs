@@ -423,3 +423,6 @@ runs!(nested_parens_ok: "(cd x && (ls; (pwd)))" => ["cd x", "ls", "pwd"]);
 // brush-parser reads `( (` as arithmetic: the command is then a dynamic arithmetic one, never a read.
 runs!(spaced_double_paren: "( ( a ) )" => ["⟪$((a))⟫"]);
 runs!(arith_parens_ok: "echo $(( ((1+2)*(3+4)) ))" => ["echo ⟪$(( ((1+2)*(3+4)) ))⟫"]);
+// brush-parser backtracks exponentially on unclosed nested `case` too: bounded.
+runs!(bad_unclosed_cases: &"case x in a) ".repeat(16) => ["UNANALYZABLE TooDeep"]);
+runs!(nested_case_ok: "case a in a) case b in b) x;; esac;; esac" => ["x"]);
