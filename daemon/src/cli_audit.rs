@@ -63,6 +63,9 @@ pub enum AuditCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Counts by decision, source and tier, top denied commands, breaker trips, promotions,
+    /// decision latency (read-only, straight from the store file).
+    Stats(crate::cli_stats::StatsArgs),
     /// Walk the hash chain; exits 1 when it is broken.
     Verify {
         /// Verify this store file directly (read-only) instead of asking the daemon.
@@ -201,6 +204,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             print(&query(&q)?, json)?;
             Ok(ExitCode::SUCCESS)
         }
+        AuditCommand::Stats(args) => crate::cli_stats::run(args),
         AuditCommand::Verify { db, json } => {
             let report: ChainReport = match db {
                 Some(path) => audit::verify(&crate::store::open_read_only(&path)?)?,

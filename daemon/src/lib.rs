@@ -23,3 +23,7 @@ pub mod cli_hook;
 pub mod cli_init;
 pub mod cli_status;
 pub mod cli_up;
+
+pub mod approval_notes;
+pub mod cli_export;
+pub mod cli_stats;

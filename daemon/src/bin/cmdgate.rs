@@ -18,6 +18,8 @@ enum Command {
     Status(cmdgate_daemon::cli_status::StatusArgs),
     /// Read and verify the command audit.
     Audit(cmdgate_daemon::cli_audit::AuditArgs),
+    /// Write the audit as a JSONL training dataset (docs/export.md).
+    Export(cmdgate_daemon::cli_export::ExportArgs),
     /// Register the hook in Claude Code's settings.
     Hook(cmdgate_daemon::cli_hook::HookArgs),
     /// Find every setup in which cmdgate would fail open.
@@ -40,6 +42,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Up(args)) => cmdgate_daemon::cli_up::run(args),
         Some(Command::Status(args)) => cmdgate_daemon::cli_status::run(args),
         Some(Command::Audit(args)) => cmdgate_daemon::cli_audit::run(args),
+        Some(Command::Export(args)) => cmdgate_daemon::cli_export::run(args),
         Some(Command::Hook(args)) => cmdgate_daemon::cli_hook::run(args),
         Some(Command::Doctor(args)) => cmdgate_daemon::cli_doctor::run(args),
         Some(Command::Init(args)) => cmdgate_daemon::cli_init::run(args),
