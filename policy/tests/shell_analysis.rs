@@ -426,3 +426,6 @@ runs!(arith_parens_ok: "echo $(( ((1+2)*(3+4)) ))" => ["echo ⟪$(( ((1+2)*(3+4)
 // brush-parser backtracks exponentially on unclosed nested `case` too: bounded.
 runs!(bad_unclosed_cases: &"case x in a) ".repeat(16) => ["UNANALYZABLE TooDeep"]);
 runs!(nested_case_ok: "case a in a) case b in b) x;; esac;; esac" => ["x"]);
+// brush-parser's word parser backtracks exponentially on unclosed nested expansions (fuzzing).
+runs!(bad_unclosed_expansions: &format!("cat <<EOF\n{}\nEOF", "${x/$(a/".repeat(8)) => ["UNANALYZABLE TooDeep"]);
+runs!(nested_expansions_ok: "echo \"${x:-$(dirname $(dirname $(pwd)))}\"" => ["pwd", "dirname ⟪$(pwd)⟫", "dirname ⟪$(dirname $(pwd))⟫", "echo ⟪\"${x:-$(dirname $(dirname $(pwd)))}\"⟫"]);
