@@ -290,6 +290,17 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_example_is_exactly_the_defaults() {
+        let doc = include_str!("../../docs/config.md");
+        let start = doc
+            .find("```toml\n")
+            .expect("a toml block in docs/config.md")
+            + 8;
+        let end = start + doc[start..].find("```").expect("closed");
+        assert_eq!(parse(&doc[start..end]).unwrap(), Config::default());
+    }
+
+    #[test]
     fn empty_file_is_the_defaults() {
         assert_eq!(parse("").unwrap(), Config::default());
         assert!(Config::default().problems().is_empty());

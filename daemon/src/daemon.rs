@@ -512,21 +512,19 @@ impl Daemon {
         spooled: Option<String>,
     ) -> Result<i64, StoreError> {
         let now = clock::now();
-        let signal = if report.success {
-            Signal::Success
-        } else if report.interrupted {
-            // The person stopped it: not evidence about the command.
-            Signal::Success
-        } else {
-            Signal::FailedOutcome
+        // An interrupted call says nothing about the command: the person stopped it.
+        let signal = match (report.success, report.interrupted) {
+            (true, _) => Some(Signal::Success),
+            (false, false) => Some(Signal::FailedOutcome),
+            (false, true) => None,
         };
-        let changes = if report.success || !report.interrupted {
-            self.breakers
+        let changes = match signal {
+            Some(s) => self
+                .breakers
                 .lock()
                 .await
-                .record(&report.agent.session_id, signal, now)
-        } else {
-            Vec::new()
+                .record(&report.agent.session_id, s, now),
+            None => Vec::new(),
         };
         let breaker_open = self
             .breakers
@@ -612,11 +610,8 @@ impl Daemon {
         };
         let _guard = self.spool_lock.lock().await;
         let live = dir.join(wire::SPOOL_FILE);
-        let taken = dir.join(format!(
-            "{}.ingest-{}",
-            wire::SPOOL_FILE,
-            std::process::id()
-        ));
+        // A fixed name: a copy left by a crash is found (and ingested first) by the next daemon.
+        let taken = dir.join(format!("{}.ingesting", wire::SPOOL_FILE));
         // A copy left by a crash is ingested first; otherwise take the live file.
         if !taken.exists() {
             match std::fs::symlink_metadata(&live) {
@@ -792,7 +787,7 @@ impl Daemon {
     }
 
     async fn add_rule(&self, add: AddRule) -> ApiResponse {
-        let Some(kind) = rule_kind(&add.kind).filter(|k| *k != RuleKind::Learned) else {
+        if rule_kind(&add.kind).is_none_or(|k| k == RuleKind::Learned) {
             return ApiResponse::error(
                 400,
                 &format!(
@@ -800,7 +795,7 @@ impl Daemon {
                     add.kind
                 ),
             );
-        };
+        }
         let key = match shell::analyze(&add.command, &Limits::default()) {
             Analysis::Parsed(script) => canonical_key(&script),
             Analysis::Unanalyzable(u) => {
@@ -822,7 +817,7 @@ impl Daemon {
             kind: Kind::Rule.as_str().into(),
             project: Some(rule.project.clone()),
             command: Some(add.command.clone()),
-            decision: Some(format!("{kind:?}").to_lowercase()),
+            decision: Some(add.kind.clone()),
             note: add.note.clone(),
             ..Entry::default()
         };

@@ -139,7 +139,8 @@ impl TierMaps {
         let now = stamp(&file);
         let mut projects = self.projects.lock().await;
         if let Some(p) = projects.get(root) {
-            if p.stamp == now && now.is_some() && p.keys_generation == generation {
+            // Same identity (or still no file) under the same keys: nothing to re-check.
+            if p.stamp == now && p.keys_generation == generation {
                 return Ok(Loaded {
                     snapshot: p.active.clone(),
                     event: None,
