@@ -230,14 +230,15 @@ impl RunCgroup {
     }
 
     /// Kill anything still inside (a crashed run) and remove the directories.
-    pub fn remove(&self) {
-        remove_dirs(self.dirs.iter().map(|(_, _, d)| d.as_path()));
+    pub fn remove(&self) -> bool {
+        remove_dirs(self.dirs.iter().map(|(_, _, d)| d.as_path()))
     }
 }
 
 /// SIGKILL every process listed in each dir's `cgroup.procs`, then rmdir (retrying briefly while
-/// the kernel finishes tearing the tasks down).
-pub fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a Path>) {
+/// the kernel finishes tearing the tasks down). Returns whether every dir is gone.
+pub fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a Path>) -> bool {
+    let mut all_gone = true;
     for dir in dirs {
         for _ in 0..200 {
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
@@ -254,5 +255,7 @@ pub fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a Path>) {
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
             }
         }
+        all_gone &= !dir.exists();
     }
+    all_gone
 }

@@ -250,9 +250,12 @@ fn cleanup_run(state_dir: &Path, run_id: &str) {
         .ok()
         .and_then(|text| serde_json::from_str::<RunCgroup>(&text).ok())
         .unwrap_or_else(|| RunCgroup::existing_for(run_id));
-    remove_dirs(cgroup.dirs.iter().map(|(_, _, d)| d.as_path()));
+    let gone = remove_dirs(cgroup.dirs.iter().map(|(_, _, d)| d.as_path()));
     let _ = std::fs::remove_dir(runs.join(run_id));
-    let _ = std::fs::remove_file(lock);
+    if gone {
+        let _ = std::fs::remove_file(lock);
+    }
+    // Otherwise the lock file (unlocked, naming the cgroups) stays for the next sweep_stale.
 }
 
 /// Sweep runs left by crashed processes: every lock file whose helper is dead (its flock is
