@@ -44,6 +44,21 @@ pub struct Config {
     pub spool_dir: Option<PathBuf>,
     pub breaker: BreakerConfig,
     pub promotion: PromotionConfig,
+    pub notify: NotifySettings,
+}
+
+/// Desktop notifications (D-Bus) when a circuit breaker opens.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NotifySettings {
+    /// Off for headless servers that want no desktop.
+    pub enabled: bool,
+}
+
+impl Default for NotifySettings {
+    fn default() -> Self {
+        NotifySettings { enabled: true }
+    }
 }
 
 /// Socket paths and modes. Paths default to `policy::locations` (env `CMDGATE_SOCKET`,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use cmdgate_policy::breaker::{BreakerConfig, Integrity, Signal};
+use cmdgate_policy::breaker::{BreakerConfig, Integrity, Signal, Transition};
 use cmdgate_policy::decide::{
     self, after_test_run, canonical_key, Context, Decision, Request, Rule, RuleKind, RuleSet,
     SandboxVerdict, Source, Step, Tool,
@@ -20,6 +20,7 @@ use cmdgate_policy::learn::{LearnEvent, LearnTransition, PromotionContext, Recor
 use cmdgate_policy::shell::read::{ReadPolicy, SecretPaths, DEFAULT_SECRET_PATTERNS};
 use cmdgate_policy::shell::{self, Analysis, Limits, Word};
 use cmdgate_policy::tiermap::{Snapshot, Tier};
+use cmdgate_policy::time::UnixMillis;
 use cmdgate_policy::wire::{self, DecideRequest, DecideResponse, OutcomeReport, Verdict};
 use cmdgate_sandbox::{HelperCommand, RunAs};
 use rusqlite::Connection;
@@ -29,6 +30,7 @@ use tokio::sync::Mutex;
 use crate::breakers::{self, Breakers, Changed};
 use crate::clock;
 use crate::config::{Config, Paths};
+use crate::notify::{Note, Notifier, NotifyConfig};
 use crate::server::api::{AddRule, Rejection, ResetBreaker};
 use crate::server::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::store::audit::{self, Entry, Kind};
@@ -74,6 +76,8 @@ pub struct Daemon {
     uid: u32,
     decisions: AtomicU64,
     refused: AtomicU64,
+    /// Desktop notifications (breaker trips); never delays a decision.
+    notifier: Arc<Notifier>,
     /// Serialises spool ingestion (a timer and requests may both trigger it).
     spool_lock: Mutex<()>,
 }
@@ -138,6 +142,10 @@ impl Daemon {
         for p in problems {
             eprintln!("cmdgated: breaker state: {p} (starting that breaker fresh)");
         }
+        let notifier = Notifier::new(NotifyConfig {
+            enabled: config.notify.enabled,
+            ..NotifyConfig::default()
+        });
         let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone());
         if let Some(why) = testruns.unavailable() {
             eprintln!("cmdgated: test-runs unavailable: {why}; tier 1 and unknown commands will be asked, never allowed");
@@ -155,6 +163,7 @@ impl Daemon {
             decisions: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             spool_lock: Mutex::new(()),
+            notifier,
         }))
     }
 
@@ -187,6 +196,40 @@ impl Daemon {
             Err((id, kind)) => Err(StoreError::Corrupt(format!(
                 "rule {id} has unknown kind {kind:?}"
             ))),
+        }
+    }
+
+    /// Records a breaker signal for a session and announces a trip on the desktop.
+    async fn record_signal(&self, session: &str, signal: Signal, now: UnixMillis) -> Vec<Changed> {
+        let changes = self.breakers.lock().await.record(session, signal, now);
+        self.announce(&changes);
+        changes
+    }
+
+    async fn record_global_signal(&self, signal: Signal, now: UnixMillis) -> Vec<Changed> {
+        let changes = self.breakers.lock().await.record_global(signal, now);
+        self.announce(&changes);
+        changes
+    }
+
+    /// A desktop notification when a breaker opens (never waits: see `notify`).
+    fn announce(&self, changes: &[Changed]) {
+        for c in changes {
+            let what = match &c.transition {
+                Some(Transition::Tripped { score }) => format!("tripped (score {score})"),
+                Some(Transition::Reopened) => "re-opened while half-open".to_owned(),
+                Some(Transition::HalfOpened | Transition::Closed | Transition::Reset) | None => {
+                    continue
+                }
+            };
+            let _ = self.notifier.notify(Note {
+                summary: "cmdgate: read-only mode".into(),
+                body: format!(
+                    "The circuit breaker for {} {what}: only reads run until it cools down or the operator resets it.",
+                    c.scope
+                ),
+                urgent: true,
+            });
         }
     }
 
@@ -397,12 +440,7 @@ impl Daemon {
         };
         let mut changes = breaker_changes;
         if let Some(s) = signal {
-            changes.extend(
-                self.breakers
-                    .lock()
-                    .await
-                    .record(&req.agent.session_id, s, now),
-            );
+            changes.extend(self.record_signal(&req.agent.session_id, s, now).await);
         }
 
         // Commit the row (with breaker state and learning) before answering.
@@ -474,11 +512,7 @@ impl Daemon {
     async fn map_event(&self, session: &str, event: MapEvent) -> Result<(), StoreError> {
         let now = clock::now();
         let changes = match event.integrity {
-            Some(i) => self
-                .breakers
-                .lock()
-                .await
-                .record(session, Signal::Integrity(i), now),
+            Some(i) => self.record_signal(session, Signal::Integrity(i), now).await,
             None => Vec::new(),
         };
         if event.what == "rejected" {
@@ -519,11 +553,7 @@ impl Daemon {
             (false, true) => None,
         };
         let changes = match signal {
-            Some(s) => self
-                .breakers
-                .lock()
-                .await
-                .record(&report.agent.session_id, s, now),
+            Some(s) => self.record_signal(&report.agent.session_id, s, now).await,
             None => Vec::new(),
         };
         let breaker_open = self
@@ -698,11 +728,13 @@ impl Daemon {
                     reason,
                     verdict,
                 } => {
-                    let changes = self.breakers.lock().await.record(
-                        &agent.session_id,
-                        Signal::Integrity(Integrity::EscapeHatch),
-                        clock::now(),
-                    );
+                    let changes = self
+                        .record_signal(
+                            &agent.session_id,
+                            Signal::Integrity(Integrity::EscapeHatch),
+                            clock::now(),
+                        )
+                        .await;
                     let entry = Entry {
                         at_ms,
                         kind: Kind::EscapeHatch.as_str().into(),
@@ -783,6 +815,7 @@ impl Daemon {
             "breakers": breakers,
             "projects": self.tiermaps.status().await,
             "rules": self.rules().rules().len(),
+            "notifications": {"enabled": self.config.notify.enabled, "delivered": self.notifier.delivered(), "last_error": self.notifier.last_error()},
         })
     }
 
@@ -952,10 +985,8 @@ impl Handler for Daemon {
         self.refused.fetch_add(1, Ordering::Relaxed);
         eprintln!("cmdgated: refused {peer} on the {} socket", role.as_str());
         let changes = self
-            .breakers
-            .lock()
-            .await
-            .record_global(Signal::Integrity(Integrity::RefusedPeer), clock::now());
+            .record_global_signal(Signal::Integrity(Integrity::RefusedPeer), clock::now())
+            .await;
         let entry = Entry {
             at_ms: clock::now_ms(),
             kind: Kind::RefusedPeer.as_str().into(),
