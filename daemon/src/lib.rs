@@ -27,3 +27,4 @@ pub mod cli_up;
 pub mod approval_notes;
 pub mod cli_export;
 pub mod cli_stats;
+pub mod cli_breaker;

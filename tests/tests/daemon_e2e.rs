@@ -267,3 +267,36 @@ fn doctor_finds_the_fail_open_setups_and_passes_a_good_one() {
     let doctor = g.cli(&["doctor", "--project", g.proj.to_str().unwrap()]);
     assert!(doctor.status.success(), "{}", doctor.stdout_text());
 }
+
+#[test]
+fn a_tripped_breaker_means_read_only_until_the_operator_resets_it() {
+    let mut g = Gate::new();
+    std::fs::write(g.conf.join("config.toml"), "[breaker]\nthreshold = 2\n").unwrap();
+    g.init_signed();
+    g.start();
+    // A dirty test-run weighs 2: the session's breaker trips.
+    let (d, reason) = g.pre("dirty", "rm tracked.txt");
+    assert_eq!(d, "deny", "{reason}");
+    let (d, reason) = g.pre("while-open", "touch ok.txt");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("circuit breaker"), "{reason}");
+    // Reads still run.
+    let (d, reason) = g.pre("read", "ls");
+    assert_eq!(d, "allow", "{reason}");
+    let reset = g.cli_json(&["breaker", "reset", "--json"]);
+    assert!(
+        reset["reset"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s == "session:sess-1"),
+        "{reset}"
+    );
+    let (d, reason) = g.pre("after-reset", "touch ok.txt");
+    assert_eq!(d, "allow", "{reason}");
+    let breaker_rows = g.audit("breaker");
+    assert!(
+        breaker_rows.len() >= 2,
+        "trip and reset are audited: {breaker_rows:?}"
+    );
+}

@@ -26,6 +26,8 @@ enum Command {
     Doctor(cmdgate_daemon::cli_doctor::DoctorArgs),
     /// Write a commented starter CLAUDE_CMDS.md (and sign it with --sign).
     Init(cmdgate_daemon::cli_init::InitArgs),
+    /// Reset circuit breakers (read-only mode ends).
+    Breaker(cmdgate_daemon::cli_breaker::BreakerArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
     Explain(cmdgate_daemon::cli_explain::ExplainArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
@@ -46,6 +48,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Hook(args)) => cmdgate_daemon::cli_hook::run(args),
         Some(Command::Doctor(args)) => cmdgate_daemon::cli_doctor::run(args),
         Some(Command::Init(args)) => cmdgate_daemon::cli_init::run(args),
+        Some(Command::Breaker(args)) => cmdgate_daemon::cli_breaker::run(args),
         Some(Command::Explain(args)) => {
             cmdgate_daemon::cli_explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
         }
