@@ -300,3 +300,38 @@ fn a_tripped_breaker_means_read_only_until_the_operator_resets_it() {
         "trip and reset are audited: {breaker_rows:?}"
     );
 }
+
+#[test]
+fn a_command_that_ran_clean_and_then_succeeded_is_learned() {
+    let mut g = Gate::new();
+    std::fs::write(g.conf.join("config.toml"), "[promotion]\nk = 1\n").unwrap();
+    g.init_signed();
+    g.start();
+    let command = "mkdir -p build && touch build/stamp";
+    let (d, reason) = g.pre("first", command);
+    assert_eq!(d, "allow", "{reason}");
+    assert!(reason.contains("test-ran"), "{reason}");
+    g.post("first", command, true);
+    // Promoted: the same command in the same project is allowed without a test-run.
+    let (d, reason) = g.pre("second", command);
+    assert_eq!(d, "allow", "{reason}");
+    assert_eq!(
+        g.decision_row("second").unwrap()["source"],
+        "learned",
+        "{reason}"
+    );
+    let learn = g.audit("learn");
+    assert!(
+        learn.iter().any(|r| r["decision"] == "promoted"),
+        "{learn:?}"
+    );
+    // A failed real run demotes it: the next call is test-run again.
+    g.post("second", command, false);
+    let (d, reason) = g.pre("third", command);
+    assert_eq!(d, "allow", "{reason}");
+    assert_eq!(
+        g.decision_row("third").unwrap()["source"],
+        "sandbox",
+        "{reason}"
+    );
+}
