@@ -429,3 +429,4 @@ runs!(nested_case_ok: "case a in a) case b in b) x;; esac;; esac" => ["x"]);
 // brush-parser's word parser backtracks exponentially on unclosed nested expansions (fuzzing).
 runs!(bad_unclosed_expansions: &format!("cat <<EOF\n{}\nEOF", "${x/$(a/".repeat(8)) => ["UNANALYZABLE TooDeep"]);
 runs!(nested_expansions_ok: "echo \"${x:-$(dirname $(dirname $(pwd)))}\"" => ["pwd", "dirname ⟪$(pwd)⟫", "dirname ⟪$(dirname $(pwd))⟫", "echo ⟪\"${x:-$(dirname $(dirname $(pwd)))}\"⟫"]);
+runs!(bad_unclosed_array_index: &format!("eval {}", "${a[$i}QQ".repeat(8)) => ["UNANALYZABLE TooDeep"]);

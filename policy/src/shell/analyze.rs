@@ -661,6 +661,16 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
     let mut expansions: usize = 0;
     for (i, &c) in b.iter().enumerate() {
         match c {
+            // An unclosed array index (`${a[$i}`) nests too: its `}` does not close anything.
+            b'[' => {
+                expansions += 1;
+                if expansions > MAX_EXPANSION_NESTING {
+                    return Err(Unanalyzable::TooDeep {
+                        max: limits.max_depth,
+                    });
+                }
+            }
+            b']' => expansions = expansions.saturating_sub(1),
             b'$' if matches!(b.get(i + 1), Some(b'{' | b'(')) => {
                 expansions += 1;
                 if expansions > MAX_EXPANSION_NESTING {
