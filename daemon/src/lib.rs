@@ -28,3 +28,4 @@ pub mod approval_notes;
 pub mod cli_export;
 pub mod cli_stats;
 pub mod cli_breaker;
+pub mod cli_rules;

@@ -335,3 +335,41 @@ fn a_command_that_ran_clean_and_then_succeeded_is_learned() {
         "{reason}"
     );
 }
+
+#[test]
+fn a_remembered_rejection_is_told_to_the_model_with_the_operators_note() {
+    let mut g = Gate::new();
+    g.init_signed();
+    g.start();
+    let proj = g.proj.to_str().unwrap().to_owned();
+    let added = g.cli_json(&[
+        "rules",
+        "add",
+        "--kind",
+        "reject",
+        "--project",
+        &proj,
+        "--note",
+        "use make clean",
+        "--json",
+        "rm",
+        "-rf",
+        "build",
+    ]);
+    let id = added["id"].as_i64().unwrap();
+    let (d, reason) = g.pre("rejected", "rm -rf build");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(
+        reason.contains("use make clean") && reason.contains(&format!("rule #{id}")),
+        "{reason}"
+    );
+    assert!(g
+        .cli(&["rules", "disable", &id.to_string()])
+        .status
+        .success());
+    let (d, reason) = g.pre("disabled", "rm -rf build");
+    assert_eq!(
+        d, "allow",
+        "a disabled rule never matches (the test-run decides): {reason}"
+    );
+}

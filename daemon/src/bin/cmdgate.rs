@@ -26,6 +26,8 @@ enum Command {
     Doctor(cmdgate_daemon::cli_doctor::DoctorArgs),
     /// Write a commented starter CLAUDE_CMDS.md (and sign it with --sign).
     Init(cmdgate_daemon::cli_init::InitArgs),
+    /// Remembered decisions and learned entries.
+    Rules(cmdgate_daemon::cli_rules::RulesArgs),
     /// Reset circuit breakers (read-only mode ends).
     Breaker(cmdgate_daemon::cli_breaker::BreakerArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
@@ -48,6 +50,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Hook(args)) => cmdgate_daemon::cli_hook::run(args),
         Some(Command::Doctor(args)) => cmdgate_daemon::cli_doctor::run(args),
         Some(Command::Init(args)) => cmdgate_daemon::cli_init::run(args),
+        Some(Command::Rules(args)) => cmdgate_daemon::cli_rules::run(args),
         Some(Command::Breaker(args)) => cmdgate_daemon::cli_breaker::run(args),
         Some(Command::Explain(args)) => {
             cmdgate_daemon::cli_explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
