@@ -138,7 +138,7 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Parses the status line and headers; returns (status, body length). Requires Content-Length (except
 /// on 204/304, which have no body) and refuses Transfer-Encoding: the daemon sends whole bodies.
-fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
+pub fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
     let text = std::str::from_utf8(head)
         .map_err(|_| ClientError::Malformed("headers are not UTF-8".into()))?;
     let mut lines = text.split("\r\n");
@@ -152,8 +152,9 @@ fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
     }
     let status = parts
         .next()
-        .filter(|s| s.len() == 3)
+        .filter(|s| s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|s| s.parse::<u16>().ok())
+        .filter(|code| (100..=599).contains(code))
         .ok_or_else(|| ClientError::Malformed(format!("bad status line {status_line:?}")))?;
     let mut length: Option<usize> = None;
     for line in lines {
@@ -200,11 +201,16 @@ mod tests {
             parse_head(b"HTTP/1.1 204 No Content\r\nContent-Length: 0").unwrap(),
             (204, 0)
         );
-        assert_eq!(parse_head(b"HTTP/1.1 204 No Content\r\ndate: x").unwrap(), (204, 0));
+        assert_eq!(
+            parse_head(b"HTTP/1.1 204 No Content\r\ndate: x").unwrap(),
+            (204, 0)
+        );
         for bad in [
             &b"HTTP/1.1 200 OK"[..],
             b"HTTP/2 200\r\nContent-Length: 1",
             b"HTTP/1.1 20 OK\r\nContent-Length: 1",
+            b"HTTP/1.1 +20 OK\r\nContent-Length: 1",
+            b"HTTP/1.1 000 OK\r\nContent-Length: 1",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked",
             b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2",
             b"HTTP/1.1 200 OK\r\nContent-Length: -1",

@@ -2,20 +2,10 @@
 //! locally; everything else is one round trip to cmdgated; every error, panic or overrun of the
 //! internal deadline still ends in a printed deny and exit 0 (see DESIGN.md, "The hook").
 //!
-//! Raw stdin → [`input::parse_call`] (validated [`input::HookCall`]) → [`gate::handle`] → one
-//! [`output::Answer`] printed by [`output::emit`], then the spool is written.
-
-mod bash;
-mod catastrophic;
-mod client;
-mod config;
-mod gate;
-mod input;
-mod output;
-mod reads;
-mod secrets;
-mod spool;
-mod tier;
+//! Raw stdin → `input::parse_call` (a validated `HookCall`) → `gate::handle` → one `Answer`
+//! printed by `output::emit`, then the spool is written. The logic lives in the library
+//! (`src/lib.rs`, also what the fuzz target drives); this file owns the process: panic hook,
+//! watchdog, exit code.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -25,8 +15,9 @@ use std::time::{Duration, Instant};
 
 use cmdgate_policy::wire::SpoolEntry;
 
-use crate::config::{Config, DEFAULT_DEADLINE};
-use crate::output::Answer;
+use cmdgate_hook::config::{Config, DEFAULT_DEADLINE};
+use cmdgate_hook::output::{self, Answer};
+use cmdgate_hook::{gate, input, spool};
 
 fn main() -> ExitCode {
     let started = Instant::now();
