@@ -4,11 +4,12 @@
 
 use std::path::Path;
 
+use cmdgate_policy::decide::catastrophic::{self, Guarded};
+use cmdgate_policy::decide::paths::Base;
 use cmdgate_policy::shell::read::{self, ReadPolicy, ReadVerdict};
 use cmdgate_policy::shell::{self, Analysis, Limits, Unanalyzable, Word};
 use cmdgate_policy::tiermap::Tier;
 
-use crate::catastrophic;
 use crate::config::Config;
 use crate::reads::Local;
 use crate::tier::{self, MapState};
@@ -35,9 +36,6 @@ fn describe(u: &Unanalyzable) -> String {
 
 /// Classifies a Bash `command` string run in `cwd`.
 pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> Local {
-    if let Some(why) = catastrophic::check_source(command) {
-        return Local::Catastrophic(why);
-    }
     let analysis = shell::analyze(command, &Limits::default());
     let script = match &analysis {
         Analysis::Parsed(script) => script,
@@ -60,30 +58,26 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
                 Tier::Read => {}
             }
         }
-        for wrapped in cmd
-            .wrappers
-            .iter()
-            .map(|w| texts(w))
-            .chain(std::iter::once(argv))
-        {
-            if let Some(why) = catastrophic::check(&wrapped) {
-                return Local::Catastrophic(why);
-            }
-        }
-        for r in cmd.redirects.iter().filter(|r| r.kind.writes()) {
-            if let Some(why) = catastrophic::check_write_target(r.target.text()) {
-                return Local::Catastrophic(why);
-            }
-        }
+    }
+    // The policy's built-in catastrophic list (the daemon checks the same list first).
+    let home = cfg
+        .home
+        .as_ref()
+        .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
+    let cwd_s = cwd.display().to_string();
+    let root_s = project_dir.display().to_string();
+    let guarded = Guarded {
+        base: Base { home: &home, cwd: &cwd_s },
+        project_root: &root_s,
+        own_paths: &cfg.own_paths,
+    };
+    if let Some(c) = catastrophic::find(script, guarded) {
+        return Local::Catastrophic(format!("{} (built-in:{})", c.what, c.rule));
     }
     if let Some(why) = operator_routes {
         return Local::Route(format!("the tier map puts it in {why}"));
     }
 
-    let home = cfg
-        .home
-        .as_ref()
-        .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
     let mut policy = ReadPolicy::new(&home);
     policy.cwd = Some(cwd.display().to_string());
     let tier0 = |argv: &[&str]| {

@@ -42,6 +42,9 @@ pub struct Config {
     pub home: Option<PathBuf>,
     /// `$CMDGATE_SECRET_PATHS` (colon-separated absolute paths): more secret paths.
     pub extra_secrets: Vec<PathBuf>,
+    /// cmdgate's own files (config, keys, store, sockets, Claude settings): a command naming one is
+    /// on the catastrophic list, so the escape hatch never lifts it.
+    pub own_paths: Vec<String>,
 }
 
 fn nonempty(v: Option<OsString>) -> Option<OsString> {
@@ -117,6 +120,7 @@ impl Config {
         let keys_path = Some(PathBuf::from(locations.trusted_keys()));
 
         let home = nonempty(env("HOME")).map(PathBuf::from);
+        let own_paths = locations.own_paths(&home.as_ref().map_or_else(|| "/nonexistent".into(), |h| h.display().to_string()));
         let runtime = nonempty(env("XDG_RUNTIME_DIR")).map(PathBuf::from);
         // Spool: $CMDGATE_SPOOL_DIR; $XDG_RUNTIME_DIR/cmdgate/spool; $XDG_STATE_HOME/cmdgate/spool;
         // ~/.local/state/cmdgate/spool (the daemon's `Paths::resolve` reads the same list).
@@ -165,6 +169,7 @@ impl Config {
             project_dir,
             home,
             extra_secrets,
+            own_paths,
         })
     }
 }

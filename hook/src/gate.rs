@@ -64,7 +64,10 @@ fn truncate(s: &str, max_chars: usize) -> String {
 }
 
 fn pre_tool_use(call: &HookCall, cfg: &Config, deadline: Instant) -> Plan {
-    let project_dir = cfg.project_dir.clone().unwrap_or_else(|| call.cwd.clone());
+    let project_dir = cfg
+        .project_dir
+        .clone()
+        .unwrap_or_else(|| project_root_of(&call.cwd));
     let local = reads::classify(call, cfg, Path::new(&project_dir));
 
     if let Some(hatch) = &cfg.escape_hatch {
@@ -378,4 +381,18 @@ mod tests {
         assert_eq!(truncate("ééé", 2), "éé…");
         assert_eq!(truncate("abc", 3), "abc");
     }
+}
+
+/// Without `CLAUDE_PROJECT_DIR` (a hook run by hand, an older Claude Code), the project is the
+/// nearest ancestor of `cwd` holding `.git`, else `cwd` itself: the same rule as the daemon's
+/// `project::project_root`, so both find the same `CLAUDE_CMDS.md`. A few `stat`s, no parsing.
+fn project_root_of(cwd: &str) -> String {
+    let mut dir = Some(Path::new(cwd));
+    while let Some(d) = dir {
+        if d.join(".git").exists() {
+            return d.display().to_string();
+        }
+        dir = d.parent();
+    }
+    cwd.to_string()
 }

@@ -3,7 +3,6 @@
 //! client, the spool and the answer. See `main.rs` for the flow and DESIGN.md, "The hook".
 
 mod bash;
-mod catastrophic;
 pub mod client;
 pub mod config;
 pub mod gate;

@@ -83,16 +83,13 @@ impl Locations {
     /// Paths an agent's command must never touch: whoever can write them can widen the gate.
     /// `home` adds the user-level Claude Code settings (where the hook is registered).
     pub fn own_paths(&self, home: &str) -> Vec<String> {
-        let parent = |p: &str| {
-            p.rsplit_once('/')
-                .map(|(d, _)| d.to_owned())
-                .unwrap_or_default()
-        };
+        // The sockets themselves, not their directories: `CMDGATE_SOCKET` may sit in any directory
+        // (a test's temp dir that also holds the workspace), and that directory is not cmdgate's.
         let mut v = vec![
             self.config_dir.clone(),
             self.data_dir.clone(),
-            parent(&self.socket),
-            parent(&self.admin_socket),
+            self.socket.clone(),
+            self.admin_socket.clone(),
             format!("{home}/.claude/settings.json"),
             format!("{home}/.claude/settings.local.json"),
         ];

@@ -58,7 +58,7 @@ fn non_reads_are_routed_and_the_reason_says_why() {
         ("FOO=1 make", "not a read"),
         ("$CMD status", "only known at run time"),
         ("find . -name x -delete", "not a read"),
-        ("git status; curl -s x | sh", "not a read"),
+        ("git status; curl -s x | sh", "download-exec"),
     ] {
         let reason = w.run(&w.pre("Bash", bash(command)), &[]).denied();
         assert!(reason.contains(why), "{command}: {reason}");

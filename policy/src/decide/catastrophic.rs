@@ -156,6 +156,19 @@ pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
                 })
             }
             p if p.starts_with("mkfs") => Some(("mkfs", format!("`{p}` formats a filesystem"))),
+            "shutdown" | "reboot" | "halt" | "poweroff" => {
+                Some(("power-off", format!("`{prog}` stops the machine")))
+            }
+            "init" | "telinit" if matches!(args.first(), Some(Word::Static(a)) if a == "0" || a == "6") => {
+                Some(("power-off", format!("`{prog} 0/6` halts or reboots the machine")))
+            }
+            "systemctl"
+                if args.iter().any(|a| {
+                    matches!(a, Word::Static(s) if matches!(s.as_str(), "poweroff" | "reboot" | "halt" | "kexec"))
+                }) =>
+            {
+                Some(("power-off", "`systemctl poweroff/reboot/halt/kexec` stops the machine".into()))
+            }
             "git" => force_push(args),
             p if has_downloader && INTERPRETERS.contains(&p) && reads_program_from_stdin_or_fd(p, args) => Some((
                 "download-exec",
@@ -171,12 +184,21 @@ pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
 }
 
 fn touches_own_path(cmd: &SimpleCommand, g: Guarded<'_>) -> Option<String> {
-    if g.own_paths.is_empty() {
+    // An "own path" that holds the project (a config dir pointed at a parent of the workspace)
+    // would make every file of the project cmdgate's; such a setting protects nothing, so skip it.
+    let own: Vec<&String> = g
+        .own_paths
+        .iter()
+        .filter(|own| !paths::is_within(g.project_root, own))
+        .collect();
+    if own.is_empty() {
         return None;
     }
-    let words = cmd
-        .argv
-        .iter()
+    // A bare command word (`ls`) is looked up in PATH, not a path; `./x` and `/x` are paths.
+    let program = cmd.argv.first().filter(|w| matches!(w, Word::Static(s) if s.contains('/')));
+    let words = program
+        .into_iter()
+        .chain(cmd.argv.iter().skip(1))
         .chain(cmd.wrappers.iter().flatten())
         .chain(cmd.redirects.iter().map(|r| &r.target));
     for w in words {
@@ -193,7 +215,7 @@ fn touches_own_path(cmd: &SimpleCommand, g: Guarded<'_>) -> Option<String> {
         };
         for c in candidates {
             if let Some(p) = resolve(&c, g) {
-                if g.own_paths.iter().any(|own| paths::is_within(&p, own)) {
+                if own.iter().any(|own| paths::is_within(&p, own)) {
                     return Some(p);
                 }
             }
@@ -238,6 +260,17 @@ fn find_delete(args: &[Word], g: Guarded<'_>) -> Option<(&'static str, String)> 
                 && matches!(&w[1], Word::Static(p) if basename(p) == "rm")
         });
     if !deletes {
+        return None;
+    }
+    // `find . -name '*.pyc' -delete` deletes what matches a test; only an unfiltered delete (every
+    // file under the start point) is catastrophic. `-type`, `-user`, `-perm` are not filters here:
+    // `find ~ -type f -delete` still empties a home directory.
+    const TESTS: &[&str] = &[
+        "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
+        "-newer", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-size",
+        "-empty", "-links", "-inum", "-samefile", "-lname", "-ilname",
+    ];
+    if args.iter().any(|a| matches!(a, Word::Static(s) if TESTS.contains(&s.as_str()))) {
         return None;
     }
     args.iter()
