@@ -67,7 +67,10 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
     let cwd_s = cwd.display().to_string();
     let root_s = project_dir.display().to_string();
     let guarded = Guarded {
-        base: Base { home: &home, cwd: &cwd_s },
+        base: Base {
+            home: &home,
+            cwd: &cwd_s,
+        },
         project_root: &root_s,
         own_paths: &cfg.own_paths,
     };

@@ -120,7 +120,11 @@ impl Config {
         let keys_path = Some(PathBuf::from(locations.trusted_keys()));
 
         let home = nonempty(env("HOME")).map(PathBuf::from);
-        let own_paths = locations.own_paths(&home.as_ref().map_or_else(|| "/nonexistent".into(), |h| h.display().to_string()));
+        let own_paths = locations.own_paths(
+            &home
+                .as_ref()
+                .map_or_else(|| "/nonexistent".into(), |h| h.display().to_string()),
+        );
         let runtime = nonempty(env("XDG_RUNTIME_DIR")).map(PathBuf::from);
         // Spool: $CMDGATE_SPOOL_DIR; $XDG_RUNTIME_DIR/cmdgate/spool; $XDG_STATE_HOME/cmdgate/spool;
         // ~/.local/state/cmdgate/spool (the daemon's `Paths::resolve` reads the same list).

@@ -365,6 +365,20 @@ fn post_tool_use(call: &HookCall, cfg: &Config) -> Plan {
     }
 }
 
+/// Without `CLAUDE_PROJECT_DIR` (a hook run by hand, an older Claude Code), the project is the
+/// nearest ancestor of `cwd` holding `.git`, else `cwd` itself: the same rule as the daemon's
+/// `project::project_root`, so both find the same `CLAUDE_CMDS.md`. A few `stat`s, no parsing.
+fn project_root_of(cwd: &str) -> String {
+    let mut dir = Some(Path::new(cwd));
+    while let Some(d) = dir {
+        if d.join(".git").exists() {
+            return d.display().to_string();
+        }
+        dir = d.parent();
+    }
+    cwd.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,18 +395,4 @@ mod tests {
         assert_eq!(truncate("ééé", 2), "éé…");
         assert_eq!(truncate("abc", 3), "abc");
     }
-}
-
-/// Without `CLAUDE_PROJECT_DIR` (a hook run by hand, an older Claude Code), the project is the
-/// nearest ancestor of `cwd` holding `.git`, else `cwd` itself: the same rule as the daemon's
-/// `project::project_root`, so both find the same `CLAUDE_CMDS.md`. A few `stat`s, no parsing.
-fn project_root_of(cwd: &str) -> String {
-    let mut dir = Some(Path::new(cwd));
-    while let Some(d) = dir {
-        if d.join(".git").exists() {
-            return d.display().to_string();
-        }
-        dir = d.parent();
-    }
-    cwd.to_string()
 }

@@ -195,7 +195,10 @@ fn touches_own_path(cmd: &SimpleCommand, g: Guarded<'_>) -> Option<String> {
         return None;
     }
     // A bare command word (`ls`) is looked up in PATH, not a path; `./x` and `/x` are paths.
-    let program = cmd.argv.first().filter(|w| matches!(w, Word::Static(s) if s.contains('/')));
+    let program = cmd
+        .argv
+        .first()
+        .filter(|w| matches!(w, Word::Static(s) if s.contains('/')));
     let words = program
         .into_iter()
         .chain(cmd.argv.iter().skip(1))
@@ -266,11 +269,33 @@ fn find_delete(args: &[Word], g: Guarded<'_>) -> Option<(&'static str, String)> 
     // file under the start point) is catastrophic. `-type`, `-user`, `-perm` are not filters here:
     // `find ~ -type f -delete` still empties a home directory.
     const TESTS: &[&str] = &[
-        "-name", "-iname", "-path", "-ipath", "-wholename", "-iwholename", "-regex", "-iregex",
-        "-newer", "-mtime", "-mmin", "-atime", "-amin", "-ctime", "-cmin", "-size",
-        "-empty", "-links", "-inum", "-samefile", "-lname", "-ilname",
+        "-name",
+        "-iname",
+        "-path",
+        "-ipath",
+        "-wholename",
+        "-iwholename",
+        "-regex",
+        "-iregex",
+        "-newer",
+        "-mtime",
+        "-mmin",
+        "-atime",
+        "-amin",
+        "-ctime",
+        "-cmin",
+        "-size",
+        "-empty",
+        "-links",
+        "-inum",
+        "-samefile",
+        "-lname",
+        "-ilname",
     ];
-    if args.iter().any(|a| matches!(a, Word::Static(s) if TESTS.contains(&s.as_str()))) {
+    if args
+        .iter()
+        .any(|a| matches!(a, Word::Static(s) if TESTS.contains(&s.as_str())))
+    {
         return None;
     }
     args.iter()

@@ -214,7 +214,11 @@ pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> De
         }
         Tool::Write { tool, path } => {
             let abs = paths::resolve_str(path, base);
-            if ctx.own_paths.iter().any(|own| paths::is_within(&abs, own) && !paths::is_within(req.project_root, own)) {
+            if ctx
+                .own_paths
+                .iter()
+                .any(|own| paths::is_within(&abs, own) && !paths::is_within(req.project_root, own))
+            {
                 return Decision::Deny(Evidence {
                     source: Source::Catastrophic,
                     rule: Some("built-in:cmdgate-own-path".into()),
