@@ -43,7 +43,8 @@ fn tier_3_is_denied_with_the_rule() {
     let mut g = Gate::new();
     g.init_signed();
     g.start();
-    let (d, reason) = g.pre("t3", "shutdown -h now");
+    // `git clean -fdx` is tier 3 in the starter map and on no built-in list, so the tier rule decides.
+    let (d, reason) = g.pre("t3", "git clean -fdx");
     assert_eq!(d, "deny", "{reason}");
     let row = g.decision_row("t3").expect("audited");
     assert_eq!(row["decision"], "deny");
@@ -51,7 +52,7 @@ fn tier_3_is_denied_with_the_rule() {
         row["rule"]
             .as_str()
             .unwrap_or_default()
-            .contains("shutdown"),
+            .contains("git clean -fdx"),
         "{row}"
     );
     assert_eq!(audit_id(&reason), row["id"].as_i64());
