@@ -58,6 +58,18 @@ pub enum FileKind {
     Other,
 }
 
+impl std::fmt::Display for FileKind {
+    /// Lower-case words, because effects are read by a model and a person in a deny reason.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileKind::File => "file",
+            FileKind::Dir => "directory",
+            FileKind::Symlink => "symlink",
+            FileKind::Other => "special file",
+        })
+    }
+}
+
 /// One change or attempt observed in a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "effect", rename_all = "snake_case")]
@@ -207,7 +219,7 @@ impl std::fmt::Display for Effect {
                 path,
                 kind,
                 size,
-            } => write!(f, "created {kind:?} {} ({size} B)", p(area, path)),
+            } => write!(f, "created {kind} {} ({size} B)", p(area, path)),
             Effect::Modified {
                 area,
                 path,
@@ -229,7 +241,7 @@ impl std::fmt::Display for Effect {
                 path,
                 kind,
                 size,
-            } => write!(f, "deleted {kind:?} {} ({size} B)", p(area, path)),
+            } => write!(f, "deleted {kind} {} ({size} B)", p(area, path)),
             Effect::Renamed {
                 area,
                 from,
@@ -242,7 +254,7 @@ impl std::fmt::Display for Effect {
                 path,
                 old,
                 new,
-            } => write!(f, "replaced {old:?} by {new:?} at {}", p(area, path)),
+            } => write!(f, "replaced {old} by {new} at {}", p(area, path)),
             Effect::BackgroundProcess { pid, command } => {
                 write!(f, "background process {pid} left: {command}")
             }
