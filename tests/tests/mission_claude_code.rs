@@ -1,0 +1,384 @@
+//! The mission end to end (issue 7): the real Claude Code CLI, scripted by the fake Messages API, with
+//! the hook registered by `cmdgate hook install`, a real `cmdgated` on temp sockets, the real sandbox
+//! for test-runs and a signed tier map. Each test prints what Claude Code did and what the audit says.
+
+#[allow(dead_code)]
+mod daemon_common;
+
+use std::process::{Command, Stdio};
+
+use cmdgate_tests::claude::{ClaudeRun, Session};
+use cmdgate_tests::fake_api::{tool_use_id, FakeApi, Step};
+use daemon_common::Gate;
+use serde_json::Value;
+
+/// A daemon (`gate`) whose project is the Claude Code session's workspace: a git repository with a
+/// tracked `tracked.txt` and a signed, committed `CLAUDE_CMDS.md`, the hook installed in the
+/// workspace's `.claude/settings.json`.
+struct World {
+    gate: Gate,
+    session: Session,
+}
+
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .status()
+        .expect("git");
+    assert!(ok.success(), "git {args:?}");
+}
+
+fn world(config: &str) -> World {
+    let mut gate = Gate::new();
+    let mut session = Session::new();
+    let ws = session.workspace();
+    git(&ws, &["init", "-q", "."]);
+    std::fs::write(ws.join("tracked.txt"), "precious\n").unwrap();
+    gate.proj = ws.clone();
+    if !config.is_empty() {
+        std::fs::write(gate.conf.join("config.toml"), config).unwrap();
+    }
+    gate.init_signed();
+    git(&ws, &["add", "tracked.txt", "CLAUDE_CMDS.md"]);
+    git(&ws, &["commit", "-qm", "init"]);
+    let install = gate.cli(&[
+        "hook",
+        "install",
+        "--project",
+        ws.to_str().unwrap(),
+        "--hook",
+        gate.hook.to_str().unwrap(),
+    ]);
+    assert!(
+        install.status.success(),
+        "hook install: {}",
+        install.stderr_text()
+    );
+    for (k, v) in [
+        ("CMDGATE_SOCKET", &gate.socket),
+        ("CMDGATE_CONFIG_DIR", &gate.conf),
+        ("CMDGATE_SPOOL_DIR", &gate.spool),
+    ] {
+        session.set_env(k, &v.display().to_string());
+    }
+    gate.start();
+    World { gate, session }
+}
+
+impl World {
+    fn ws(&self, name: &str) -> std::path::PathBuf {
+        self.session.workspace().join(name)
+    }
+
+    /// Runs `claude -p` against `api` and prints what it did; fails unless the CLI exited 0.
+    fn claude(&self, api: &FakeApi, label: &str, args: &[&str]) -> ClaudeRun {
+        let run = self.session.run_with(api, label, args);
+        println!("=== {label}: claude -p {args:?}");
+        println!("result: {}", run.result);
+        println!("tool results:\n{}", api.transcript());
+        if !run.done.status.success() {
+            println!("claude stderr:\n{}", run.done.stderr_text());
+        }
+        assert!(
+            run.done.status.success(),
+            "claude exited {:?}\n{}",
+            run.done.status,
+            run.done.stderr_text()
+        );
+        run
+    }
+
+    /// The newest decision row of a tool call (ids repeat across runs), printed.
+    fn row(&self, turn: usize) -> Value {
+        let id = tool_use_id(turn);
+        let row = self
+            .gate
+            .audit("decision")
+            .into_iter()
+            .filter(|r| r["tool_use_id"] == id)
+            .max_by_key(|r| r["id"].as_i64())
+            .unwrap_or_else(|| panic!("no decision row for turn {turn}"));
+        println!(
+            "audit #{} {}: {} (source {}) {}",
+            row["id"], row["tool_use_id"], row["decision"], row["source"], row["reason"]
+        );
+        row
+    }
+
+    /// `cmdgate audit show ID --json`; ingests the spool once if no outcome joined yet (the hook
+    /// spools an outcome the daemon did not take in time).
+    fn show_with_outcome(&self, id: &Value) -> Value {
+        let id = id.to_string();
+        let show = self.gate.cli_json(&["audit", "show", &id, "--json"]);
+        if show["outcomes"].as_array().is_some_and(|o| !o.is_empty()) {
+            return show;
+        }
+        self.gate.ingest();
+        self.gate.cli_json(&["audit", "show", &id, "--json"])
+    }
+}
+
+fn denials(run: &ClaudeRun) -> usize {
+    run.result["permission_denials"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+#[test]
+fn a_tier_1_command_is_test_run_then_runs_for_real_and_its_outcome_is_audited() {
+    let w = world("");
+    let command = "mkdir -p target && echo built > target/out.txt";
+    let api = FakeApi::start(vec![Step::bash(command)]);
+    let run = w.claude(&api, "build the project", &[]);
+
+    let r = api.result_of(0).expect("a result for the build");
+    assert!(!r.is_error, "{r:?}");
+    assert_eq!(
+        std::fs::read_to_string(w.ws("target/out.txt")).unwrap(),
+        "built\n",
+        "the allowed command ran for real"
+    );
+    assert_eq!(denials(&run), 0, "{}", run.result);
+
+    let row = w.row(0);
+    assert_eq!(row["decision"], "allow", "{row}");
+    assert_eq!(row["source"], "sandbox", "{row}");
+    let sandbox: Value = serde_json::from_str(row["sandbox"].as_str().unwrap()).unwrap();
+    assert_eq!(sandbox["clean"], true, "{sandbox}");
+    let show = w.show_with_outcome(&row["id"]);
+    println!("audit show: {show}");
+    let outcome = &show["outcomes"][0];
+    assert_eq!(outcome["success"], true, "{show}");
+    assert_eq!(outcome["tool_use_id"], tool_use_id(0), "{show}");
+    assert!(w.gate.verify()["broken"].is_null());
+}
+
+#[test]
+fn a_destructive_command_is_denied_the_file_survives_and_the_model_is_told_why() {
+    let w = world("");
+    let api = FakeApi::start(vec![Step::bash("rm tracked.txt")]);
+    let run = w.claude(&api, "remove tracked.txt", &[]);
+
+    let r = api.result_of(0).expect("a result for the rm");
+    assert!(r.is_error, "{r:?}");
+    let row = w.row(0);
+    assert_eq!(row["decision"], "deny", "{row}");
+    assert!(
+        r.content.contains("cmdgate denied `rm tracked.txt`")
+            && r.content.contains("tracked.txt")
+            && r.content.contains(&format!("audit #{}", row["id"])),
+        "the model sees the reason and the audit id: {r:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
+        "precious\n",
+        "the file survives"
+    );
+    assert_eq!(denials(&run), 1, "{}", run.result);
+}
+
+#[test]
+fn k_clean_runs_promote_a_command_and_the_next_run_skips_the_test_run() {
+    let w = world("[promotion]\nk = 2\n");
+    let command = "mkdir -p build && touch build/stamp";
+    let api = FakeApi::start(vec![
+        Step::bash(command),
+        Step::bash(command),
+        Step::bash(command),
+    ]);
+    let run = w.claude(&api, "build three times", &[]);
+    assert_eq!(denials(&run), 0, "{}", run.result);
+    for turn in 0..3 {
+        let r = api.result_of(turn).expect("a result");
+        assert!(!r.is_error, "{r:?}");
+    }
+    assert!(w.ws("build/stamp").exists(), "the command ran for real");
+    let sources: Vec<Value> = (0..3)
+        .map(|t| {
+            let row = w.row(t);
+            assert_eq!(row["decision"], "allow", "{row}");
+            row["source"].clone()
+        })
+        .collect();
+    assert_eq!(
+        sources,
+        ["sandbox", "sandbox", "learned"],
+        "two clean test-runs and two successful runs promote it"
+    );
+    let learn = w.gate.audit("learn");
+    println!("learn rows: {learn:?}");
+    assert!(
+        learn.iter().any(|r| r["decision"] == "promoted"),
+        "{learn:?}"
+    );
+}
+
+#[test]
+fn a_burst_of_denials_trips_the_breaker_reads_still_run_and_reset_restores() {
+    let w = world("[breaker]\nthreshold = 2\n");
+    let session_id = "7e1f3c2a-5b4d-4c6e-9f80-1a2b3c4d5e6f";
+    let api = FakeApi::start(vec![
+        Step::bash("rm tracked.txt"),
+        Step::bash("touch ok.txt"),
+        Step::bash("cat tracked.txt"),
+        Step::Text("the gate is read-only; stopping".into()),
+        Step::bash("touch ok.txt"),
+    ]);
+    let run = w.claude(&api, "clean up", &["--session-id", session_id]);
+    assert_eq!(denials(&run), 2, "{}", run.result);
+
+    let rm = api.result_of(0).expect("rm result");
+    assert!(rm.is_error, "{rm:?}");
+    let touch = api.result_of(1).expect("touch result");
+    assert!(
+        touch.is_error && touch.content.contains("circuit breaker"),
+        "{touch:?}"
+    );
+    assert!(!w.ws("ok.txt").exists());
+    let cat = api.result_of(2).expect("cat result");
+    assert!(
+        !cat.is_error && cat.content.contains("precious"),
+        "reads run: {cat:?}"
+    );
+    assert_eq!(w.row(1)["decision"], "deny");
+
+    let reset = w.gate.cli_json(&["breaker", "reset", "--json"]);
+    println!("breaker reset: {reset}");
+    assert!(
+        reset["reset"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| *s == format!("session:{session_id}")),
+        "{reset}"
+    );
+
+    // The same session, resumed: the call the breaker refused now runs.
+    w.claude(&api, "try again", &["--resume", session_id]);
+    let again = api.result_of(4).expect("touch result after the reset");
+    assert!(!again.is_error, "{again:?}");
+    assert!(w.ws("ok.txt").exists(), "allowed after the reset");
+    assert_eq!(w.row(4)["decision"], "allow");
+    let breaker_rows = w.gate.audit("breaker");
+    println!("breaker rows: {breaker_rows:?}");
+    assert!(breaker_rows.len() >= 2, "trip and reset are audited");
+}
+
+#[test]
+fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resigning_restores() {
+    let mut w = world("");
+    let map = w.ws("CLAUDE_CMDS.md");
+    let signed = std::fs::read_to_string(&map).unwrap();
+    // The agent's edit: `rm *` as a tier-0 read.
+    let widened = signed.replacen("- `pwd`", "- `pwd`\n- `rm *`", 1);
+    let map_path = map.display().to_string();
+
+    // The agent tries to widen its own rules, through Write and through Bash.
+    let api = FakeApi::start(vec![
+        Step::write(&map_path, &widened),
+        Step::bash("echo '- `rm *`' >> CLAUDE_CMDS.md"),
+    ]);
+    let run = w.claude(&api, "allow yourself rm", &[]);
+    let write = api.result_of(0).expect("write result");
+    assert!(
+        write.is_error && write.content.contains("protected path"),
+        "Write of the tier map needs a person, a denial in -p mode: {write:?}"
+    );
+    let append = api.result_of(1).expect("append result");
+    assert!(
+        append.is_error
+            && append.content.contains("cmdgate denied")
+            && append.content.contains("CLAUDE_CMDS.md"),
+        "{append:?}"
+    );
+    assert_eq!(denials(&run), 2, "{}", run.result);
+    assert_eq!(
+        std::fs::read_to_string(&map).unwrap(),
+        signed,
+        "the map is untouched"
+    );
+
+    // Had the edit landed anyway (here: written from outside Claude Code), it grants nothing: the
+    // signature no longer verifies, so `rm *` is no read and the rm is refused.
+    std::fs::write(&map, &widened).unwrap();
+    let api = FakeApi::start(vec![
+        Step::bash("rm tracked.txt"),
+        Step::read(&w.ws("tracked.txt").display().to_string()),
+    ]);
+    w.claude(&api, "use the widened map", &[]);
+    let rm = api.result_of(0).expect("rm result");
+    assert!(
+        rm.is_error && rm.content.contains("cmdgate denied"),
+        "{rm:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
+        "precious\n",
+        "the file survives"
+    );
+    let read = api.result_of(1).expect("read result");
+    assert!(
+        !read.is_error && read.content.contains("precious"),
+        "reads still run: {read:?}"
+    );
+    let events = w.gate.audit("tiermap");
+    println!("tiermap rows: {events:?}");
+    assert!(
+        events.iter().any(|e| e["decision"] == "rejected"),
+        "the tampered map is reported: {events:?}"
+    );
+
+    // With no valid revision to fall back on (a fresh daemon), the project is read-only.
+    w.gate.stop();
+    w.gate.start();
+    let api = FakeApi::start(vec![Step::bash("touch after-tamper.txt")]);
+    w.claude(&api, "work on a tampered map", &[]);
+    let touch = api.result_of(0).expect("touch result");
+    assert!(
+        touch.is_error
+            && touch.content.contains("read-only")
+            && touch.content.contains("signature"),
+        "{touch:?}"
+    );
+    assert!(!w.ws("after-tamper.txt").exists());
+
+    // The operator reviews the map (drops the agent's rule, adds one of their own) and re-signs
+    // it: revision 2 activates.
+    let reviewed = signed.replacen("- `pwd`", "- `pwd`\n- `whoami`", 1);
+    std::fs::write(&map, reviewed).unwrap();
+    w.gate.resign();
+    let api = FakeApi::start(vec![Step::bash("touch after-resign.txt")]);
+    w.claude(&api, "work on the re-signed map", &[]);
+    let touch = api.result_of(0).expect("touch result");
+    assert!(!touch.is_error, "{touch:?}");
+    assert!(w.ws("after-resign.txt").exists());
+    let row = w.row(0);
+    assert_eq!(row["decision"], "allow", "{row}");
+    assert_eq!(row["tiermap_revision"], 2, "{row}");
+}
+
+#[test]
+fn the_same_denial_holds_in_every_permission_mode() {
+    let w = world("");
+    for mode in ["default", "acceptEdits", "bypassPermissions"] {
+        let api = FakeApi::start(vec![Step::bash("rm tracked.txt")]);
+        let run = w.claude(&api, mode, &["--permission-mode", mode]);
+        let r = api.result_of(0).expect("a result for the rm");
+        assert!(
+            r.is_error && r.content.contains("cmdgate denied `rm tracked.txt`"),
+            "{mode}: {r:?}"
+        );
+        assert_eq!(denials(&run), 1, "{mode}: {}", run.result);
+        assert_eq!(
+            std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
+            "precious\n",
+            "{mode}: the file survives"
+        );
+        let last = w.row(0);
+        assert_eq!(last["decision"], "deny", "{mode}: {last}");
+        assert_eq!(last["permission_mode"], mode, "{mode}: {last}");
+    }
+}
