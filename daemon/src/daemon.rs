@@ -66,23 +66,23 @@ pub struct Options {
 pub struct Daemon {
     pub config: Config,
     pub paths: Paths,
-    store: Store,
-    tiermaps: TierMaps,
+    pub(crate) store: Store,
+    pub(crate) tiermaps: TierMaps,
     /// Swapped whole when a rule changes; a decision holds one `Arc` for its whole run.
-    rules: RwLock<Arc<RuleSet>>,
-    breakers: Mutex<Breakers>,
-    testruns: TestRunner,
+    pub(crate) rules: RwLock<Arc<RuleSet>>,
+    pub(crate) breakers: Mutex<Breakers>,
+    pub(crate) testruns: TestRunner,
     started: Instant,
     uid: u32,
     decisions: AtomicU64,
     refused: AtomicU64,
     /// Desktop notifications (breaker trips); never delays a decision.
-    notifier: Arc<Notifier>,
+    pub(crate) notifier: Arc<Notifier>,
     /// Serialises spool ingestion (a timer and requests may both trigger it).
     spool_lock: Mutex<()>,
 }
 
-fn rule_kind(kind: &str) -> Option<RuleKind> {
+pub(crate) fn rule_kind(kind: &str) -> Option<RuleKind> {
     match kind {
         "approve" => Some(RuleKind::Approve),
         "reject" => Some(RuleKind::Reject),
@@ -176,7 +176,7 @@ impl Daemon {
         self.store.close().await;
     }
 
-    fn rules(&self) -> Arc<RuleSet> {
+    pub(crate) fn rules(&self) -> Arc<RuleSet> {
         match self.rules.read() {
             Ok(r) => r.clone(),
             // A poisoned lock: no rules at all is safe (rules only allow by approval or learning;
@@ -185,7 +185,7 @@ impl Daemon {
         }
     }
 
-    async fn reload_rules(&self) -> Result<(), StoreError> {
+    pub(crate) async fn reload_rules(&self) -> Result<(), StoreError> {
         match self.store.read(load_rules).await? {
             Ok(set) => {
                 if let Ok(mut r) = self.rules.write() {
@@ -213,7 +213,7 @@ impl Daemon {
     }
 
     /// A desktop notification when a breaker opens (never waits: see `notify`).
-    fn announce(&self, changes: &[Changed]) {
+    pub(crate) fn announce(&self, changes: &[Changed]) {
         for c in changes {
             let what = match &c.transition {
                 Some(Transition::Tripped { score }) => format!("tripped (score {score})"),
@@ -1125,7 +1125,7 @@ fn apply_learning(
     }
 }
 
-fn persist_breakers(
+pub(crate) fn persist_breakers(
     c: &Connection,
     changes: &[Changed],
     audit_id: Option<i64>,
