@@ -13,7 +13,6 @@ use serde_json::json;
 
 use crate::admin_client;
 use crate::cli_hook::{self, EVENTS};
-use crate::config::HOOK_DEADLINE;
 use crate::serve;
 
 /// Arguments of `cmdgate doctor`.
@@ -115,8 +114,9 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             },
         ));
     }
-    let min = cli_hook::min_timeout_s();
     for (event, command, timeout, file) in &registered {
+        let deadline = cli_hook::deadline_of(command);
+        let min = cli_hook::min_timeout_s(deadline);
         let program = command.split_whitespace().next().unwrap_or_default();
         let executable = {
             use std::os::unix::fs::PermissionsExt;
@@ -130,7 +130,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         // Claude Code's default timeout is 60 s when none is set.
         let t = timeout.unwrap_or(60);
         if t < min {
-            checks.push(check("hook timeout", false, format!("{event} in {}: timeout {t} s is below {min} s; the call would proceed when the hook's {} s deadline is still running", file.display(), HOOK_DEADLINE.as_secs())));
+            checks.push(check("hook timeout", false, format!("{event} in {}: timeout {t} s is below {min} s; the call would proceed when the hook's {} ms deadline is still running", file.display(), deadline.as_millis())));
         }
     }
     if !registered.is_empty()
@@ -141,7 +141,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         checks.push(check(
             "hook binary and timeout",
             true,
-            format!("every registration is executable with a timeout of at least {min} s"),
+            "every registration is executable with a timeout above its deadline".to_owned(),
         ));
     }
 

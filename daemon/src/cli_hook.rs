@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde_json::{json, Map, Value};
@@ -19,9 +20,27 @@ pub const DEFAULT_TIMEOUT_S: u64 = 60;
 /// Margin between the hook's deadline and Claude Code's timeout: the hook must answer first.
 pub const MARGIN_S: u64 = 5;
 
-/// The shortest acceptable Claude Code timeout for the hook.
-pub fn min_timeout_s() -> u64 {
-    HOOK_DEADLINE.as_secs() + MARGIN_S
+/// Bounds of the hook's own `--deadline-ms` (the hook clamps to the same range).
+pub const DEADLINE_RANGE_MS: std::ops::RangeInclusive<u64> = 50..=600_000;
+
+/// The hook's deadline as its registered command line sets it (`--deadline-ms N`), else the
+/// default. (`CMDGATE_HOOK_DEADLINE_MS` in Claude Code's environment is not visible here.)
+pub fn deadline_of(command: &str) -> Duration {
+    let mut words = command.split_whitespace();
+    while let Some(w) = words.next() {
+        if w == "--deadline-ms" {
+            if let Some(ms) = words.next().and_then(|n| n.parse::<u64>().ok()) {
+                let ms = ms.clamp(*DEADLINE_RANGE_MS.start(), *DEADLINE_RANGE_MS.end());
+                return Duration::from_millis(ms);
+            }
+        }
+    }
+    HOOK_DEADLINE
+}
+
+/// The shortest acceptable Claude Code timeout for a hook whose deadline is `deadline`.
+pub fn min_timeout_s(deadline: Duration) -> u64 {
+    deadline.as_millis().div_ceil(1000) as u64 + MARGIN_S
 }
 
 /// Arguments of `cmdgate hook`.
@@ -44,9 +63,13 @@ pub enum HookCommand {
         /// The hook binary (default: cmdgate-hook next to this cmdgate).
         #[arg(long)]
         hook: Option<PathBuf>,
-        /// Claude Code's timeout for the hook, in seconds.
-        #[arg(long, default_value_t = DEFAULT_TIMEOUT_S)]
-        timeout: u64,
+        /// The hook's own deadline, in ms (default 45000): past it the hook answers deny. Raise it
+        /// to give the operator longer to answer pending approvals (`[approvals]` in config.toml).
+        #[arg(long)]
+        deadline_ms: Option<u64>,
+        /// Claude Code's timeout for the hook, in seconds (default: 60, or the deadline plus 5 s).
+        #[arg(long)]
+        timeout: Option<u64>,
         #[arg(long)]
         json: bool,
     },
@@ -208,15 +231,27 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
         project,
         user,
         hook,
+        deadline_ms,
         timeout,
         json,
     } = args.command;
-    if timeout < min_timeout_s() {
+    if let Some(ms) = deadline_ms {
+        if !DEADLINE_RANGE_MS.contains(&ms) {
+            bail!(
+                "--deadline-ms {ms} is outside {}..={} ms",
+                DEADLINE_RANGE_MS.start(),
+                DEADLINE_RANGE_MS.end()
+            );
+        }
+    }
+    let deadline = deadline_ms.map_or(HOOK_DEADLINE, Duration::from_millis);
+    let min = min_timeout_s(deadline);
+    let timeout = timeout.unwrap_or(DEFAULT_TIMEOUT_S.max(min));
+    if timeout < min {
         bail!(
-            "a {timeout} s hook timeout is too short: the hook answers by its own {} s deadline and Claude Code lets \
-             the call through when the timeout passes first; use at least {} s",
-            HOOK_DEADLINE.as_secs(),
-            min_timeout_s()
+            "a {timeout} s hook timeout is too short: the hook answers by its own {} ms deadline and Claude Code lets \
+             the call through when the timeout passes first; use at least {min} s",
+            deadline.as_millis(),
         );
     }
     let hook = match hook {
@@ -232,12 +267,15 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
             bail!("{} is not an executable file", hook.display());
         }
     }
-    let command = hook.to_string_lossy().into_owned();
+    let mut command = hook.to_string_lossy().into_owned();
     if !is_cmdgate_hook(&command) {
         bail!("{command} is not named cmdgate-hook; `cmdgate doctor` and later installs recognise the hook by that name");
     }
     if command.contains(char::is_whitespace) {
         bail!("the hook path {command:?} contains whitespace, which Claude Code's command line would split");
+    }
+    if let Some(ms) = deadline_ms {
+        command.push_str(&format!(" --deadline-ms {ms}"));
     }
     let path = if user {
         let home = std::env::var_os("HOME").context("HOME is not set")?;
@@ -278,6 +316,25 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_deadline_on_the_command_line_sets_the_minimum_timeout() {
+        assert_eq!(deadline_of("/opt/cmdgate-hook"), HOOK_DEADLINE);
+        assert_eq!(min_timeout_s(HOOK_DEADLINE), 50);
+        let long = deadline_of("/opt/cmdgate-hook --deadline-ms 300000");
+        assert_eq!(long, Duration::from_secs(300));
+        assert_eq!(min_timeout_s(long), 305);
+        assert_eq!(min_timeout_s(Duration::from_millis(45_001)), 51);
+        // Out of range is clamped like the hook does; garbage is the default.
+        assert_eq!(
+            deadline_of("/opt/cmdgate-hook --deadline-ms 99999999"),
+            Duration::from_secs(600)
+        );
+        assert_eq!(
+            deadline_of("/opt/cmdgate-hook --deadline-ms x"),
+            HOOK_DEADLINE
+        );
+    }
 
     #[test]
     fn registers_all_three_events_and_keeps_everything_else() {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use cmdgate_policy::breaker::BreakerConfig;
 use cmdgate_policy::learn::PromotionConfig;
 use cmdgate_policy::locations::{Locations, Mode};
+use cmdgate_policy::wire::ApprovalMode;
 use serde::{Deserialize, Serialize};
 
 /// The config file's name inside the config dir.
@@ -45,6 +46,31 @@ pub struct Config {
     pub breaker: BreakerConfig,
     pub promotion: PromotionConfig,
     pub notify: NotifySettings,
+    pub approvals: Approvals,
+}
+
+/// What an "ask" becomes (DESIGN.md, "Background vs interactive").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Approvals {
+    /// `interactive`: the ask goes back to Claude Code, whose prompt a person answers.
+    /// `background`: the daemon holds it as a pending approval (a desktop notification, `cmdgate
+    /// pending`, `cmdgate approve|reject ID`) and denies it when nobody answers in time. A session
+    /// overrides this with `CMDGATE_APPROVAL_MODE` in the agent's environment.
+    pub mode: ApprovalMode,
+    /// Longest wait for the operator's answer. The hook's own deadline (45 s by default; raise it
+    /// with `cmdgate hook install --deadline-ms`) bounds it too: the daemon answers deny a little
+    /// before the hook would give up.
+    pub wait_ms: u64,
+}
+
+impl Default for Approvals {
+    fn default() -> Self {
+        Approvals {
+            mode: ApprovalMode::Interactive,
+            wait_ms: 300_000,
+        }
+    }
 }
 
 /// Desktop notifications (D-Bus) when a circuit breaker opens.
@@ -195,6 +221,9 @@ impl Config {
                 "deadlines.test_run_ms = {} must be above 0 and below deadlines.decide_ms",
                 d.test_run_ms
             ));
+        }
+        if self.approvals.wait_ms == 0 {
+            p.push("approvals.wait_ms must be above 0".into());
         }
         if self.sandbox.max_concurrent == 0 {
             p.push("sandbox.max_concurrent must be at least 1".into());

@@ -31,6 +31,7 @@ use crate::breakers::{self, Breakers, Changed};
 use crate::clock;
 use crate::config::{Config, Paths};
 use crate::notify::{Note, Notifier, NotifyConfig};
+use crate::pending::Pending;
 use crate::server::api::{AddRule, Rejection, ResetBreaker};
 use crate::server::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::store::audit::{self, Entry, Kind};
@@ -78,6 +79,8 @@ pub struct Daemon {
     refused: AtomicU64,
     /// Desktop notifications (breaker trips); never delays a decision.
     pub(crate) notifier: Arc<Notifier>,
+    /// Asks held for the operator (background mode); in memory only.
+    pub(crate) pending: Pending,
     /// Serialises spool ingestion (a timer and requests may both trigger it).
     spool_lock: Mutex<()>,
 }
@@ -163,12 +166,19 @@ impl Daemon {
             decisions: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             spool_lock: Mutex::new(()),
+            pending: Pending::default(),
             notifier,
         }))
     }
 
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Denies every pending approval and refuses new ones (shutdown begins): their hooks get an
+    /// answer before the connections close, and nothing waits into the next run.
+    pub fn stop_holding(&self) -> usize {
+        self.pending.cancel_all("the cmdgate daemon is stopping")
     }
 
     /// Commits everything queued and stops the store writer (graceful shutdown).
@@ -200,7 +210,12 @@ impl Daemon {
     }
 
     /// Records a breaker signal for a session and announces a trip on the desktop.
-    async fn record_signal(&self, session: &str, signal: Signal, now: UnixMillis) -> Vec<Changed> {
+    pub(crate) async fn record_signal(
+        &self,
+        session: &str,
+        signal: Signal,
+        now: UnixMillis,
+    ) -> Vec<Changed> {
         let changes = self.breakers.lock().await.record(session, signal, now);
         self.announce(&changes);
         changes
@@ -262,6 +277,13 @@ impl Daemon {
                 )
                 .await
             }
+        };
+        // Background mode: the ask waits for the operator (outside the pipeline's deadline, inside
+        // the hook's).
+        let response = if response.decision == Verdict::Ask && self.holds_asks(&req) {
+            self.hold(&req, response, started).await
+        } else {
+            response
         };
         self.decisions.fetch_add(1, Ordering::Relaxed);
         ApiResponse::json(200, &response)
@@ -815,6 +837,7 @@ impl Daemon {
             "breakers": breakers,
             "projects": self.tiermaps.status().await,
             "rules": self.rules().rules().len(),
+            "approvals": {"mode": self.config.approvals.mode, "wait_ms": self.config.approvals.wait_ms, "pending": self.pending.len()},
             "notifications": {"enabled": self.config.notify.enabled, "delivered": self.notifier.delivered(), "last_error": self.notifier.last_error()},
         })
     }
@@ -947,6 +970,8 @@ impl Daemon {
                     Err(e) => internal(e),
                 }
             }
+            ApiRequest::Pending => ApiResponse::json(200, &self.pending.list()),
+            ApiRequest::AnswerPending(a) => self.answer_pending(a).await,
             ApiRequest::IngestSpool => match self.ingest_spool().await {
                 Ok(v) => ApiResponse::json(200, &v),
                 Err(e) => internal(e),
@@ -1066,7 +1091,7 @@ fn with_id(event: LearnEvent, id: i64) -> LearnEvent {
 }
 
 /// Applies a learning event inside the audit row's transaction; `true` when the rules changed.
-fn apply_learning(
+pub(crate) fn apply_learning(
     c: &Connection,
     project: &str,
     key: &str,
@@ -1185,7 +1210,7 @@ fn request_entry(peer: Peer, req: &DecideRequest) -> Entry {
 }
 
 /// The command (Bash) or a one-line summary of what another tool touches.
-fn summarize_tool(tool: &str, input: &Value) -> String {
+pub(crate) fn summarize_tool(tool: &str, input: &Value) -> String {
     let field = |k: &str| input.get(k).and_then(Value::as_str);
     match tool {
         "Bash" => field("command").unwrap_or_default().to_owned(),

@@ -4,6 +4,7 @@ pub mod cli_tiermap;
 pub mod cli_trust;
 pub mod clock;
 pub mod notify;
+pub mod pending;
 pub mod server;
 pub mod signing;
 pub mod store;
@@ -25,7 +26,9 @@ pub mod serve;
 pub mod testrun;
 
 pub mod approval_notes;
+pub mod approvals;
 pub mod cli_breaker;
 pub mod cli_export;
+pub mod cli_pending;
 pub mod cli_rules;
 pub mod cli_stats;

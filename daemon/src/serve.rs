@@ -130,11 +130,25 @@ pub async fn serve(
         ))
     });
     let spool = tokio::spawn(spool_timer(daemon.clone(), shutdown.clone()));
+    // Held asks would keep their connections (and so the shutdown) waiting: deny them at once.
+    let holds = {
+        let daemon = daemon.clone();
+        let mut shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            while !*shutdown.borrow_and_update() {
+                if shutdown.changed().await.is_err() {
+                    break;
+                }
+            }
+            daemon.stop_holding();
+        })
+    };
     let _ = agent.await;
     if let Some(op) = operator {
         let _ = op.await;
     }
     let _ = spool.await;
+    let _ = holds.await;
     // Last ingestion, then commit everything queued and stop the writer.
     let _ = daemon.ingest_spool().await;
     daemon.close().await;

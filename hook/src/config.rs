@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cmdgate_policy::locations::Locations;
+use cmdgate_policy::wire::ApprovalMode;
 
 /// Default internal deadline. It must stay below the `timeout` of the hook entry in Claude Code's
 /// settings (Claude Code's default is 60 s; `cmdgate hook install` writes 60): a hook that overruns
@@ -38,6 +39,9 @@ pub struct Config {
     pub project_dir: Option<String>,
     /// `$CLAUDE_CODE_SESSION_ATTENDED` (`1`/`0`): can a person answer a prompt? Passed to the daemon.
     pub attended: Option<bool>,
+    /// `$CMDGATE_APPROVAL_MODE` (`interactive` or `background`): this session's override of the
+    /// operator's `approvals.mode`. Any other value is an error (so a typo never silently picks one).
+    pub approval_mode: Option<ApprovalMode>,
     /// `$HOME`: secret paths under it are not fast-path reads.
     pub home: Option<PathBuf>,
     /// `$CMDGATE_SECRET_PATHS` (colon-separated absolute paths): more secret paths.
@@ -153,6 +157,17 @@ impl Config {
             Some("0" | "false") => Some(false),
             _ => None,
         };
+        let approval_mode = match nonempty(env("CMDGATE_APPROVAL_MODE")) {
+            None => None,
+            Some(v) => {
+                let text = v.to_string_lossy().into_owned();
+                Some(ApprovalMode::parse(text.trim()).ok_or_else(|| {
+                    format!(
+                        "CMDGATE_APPROVAL_MODE={text:?} is neither \"interactive\" nor \"background\""
+                    )
+                })?)
+            }
+        };
         let project_dir = nonempty(env("CLAUDE_PROJECT_DIR")).and_then(|p| p.into_string().ok());
         let extra_secrets = nonempty(env("CMDGATE_SECRET_PATHS"))
             .map(|v| {
@@ -170,6 +185,7 @@ impl Config {
             outcome_timeout,
             escape_hatch,
             attended,
+            approval_mode,
             project_dir,
             home,
             extra_secrets,
@@ -275,5 +291,24 @@ mod tests {
             Some(true)
         );
         assert_eq!(load(&[], &[]).unwrap().attended, None);
+    }
+
+    #[test]
+    fn approval_mode_override() {
+        assert_eq!(
+            load(&[("CMDGATE_APPROVAL_MODE", "background")], &[])
+                .unwrap()
+                .approval_mode,
+            Some(ApprovalMode::Background)
+        );
+        assert_eq!(
+            load(&[("CMDGATE_APPROVAL_MODE", "interactive")], &[])
+                .unwrap()
+                .approval_mode,
+            Some(ApprovalMode::Interactive)
+        );
+        assert_eq!(load(&[], &[]).unwrap().approval_mode, None);
+        let e = load(&[("CMDGATE_APPROVAL_MODE", "backgroud")], &[]).unwrap_err();
+        assert!(e.contains("CMDGATE_APPROVAL_MODE"), "{e}");
     }
 }

@@ -195,6 +195,17 @@ fn ask_daemon(
         tool_input: call.tool_input.clone(),
         hook_note: Some(note.clone()),
         attended: cfg.attended,
+        approval_mode: cfg.approval_mode,
+        wait_ms: Some(
+            u64::try_from(
+                deadline
+                    .checked_sub(CLIENT_MARGIN)
+                    .unwrap_or(deadline)
+                    .saturating_duration_since(Instant::now())
+                    .as_millis(),
+            )
+            .unwrap_or(u64::MAX),
+        ),
         escape_hatch: None,
     };
     let body = match serde_json::to_vec(&request) {

@@ -126,10 +126,47 @@ pub struct DecideRequest {
     /// Claude Code does not say. The daemon may turn an ask into a pending approval when `false`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attended: Option<bool>,
+    /// `$CMDGATE_APPROVAL_MODE` on the agent's environment: this session's override of the
+    /// operator's `approvals.mode` (whether an "ask" is returned to Claude Code or held as a pending
+    /// approval for the operator to answer from `cmdgate approve|reject`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_mode: Option<ApprovalMode>,
+    /// How long, in milliseconds from sending, the hook waits for this answer. The daemon holds a
+    /// pending approval no longer than this (less a margin), so its deny arrives before the hook's own.
+    /// `None` from an older hook: the daemon assumes the hook's default deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u64>,
     /// Set when the operator's escape hatch is active; the daemon records it (the hook does not route
     /// calls while it is active, but a future hook may ask the daemon for tier 3 only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escape_hatch: Option<String>,
+}
+
+/// What happens to an "ask": returned to Claude Code (a person at the terminal answers), or held
+/// by the daemon as a pending approval the operator answers from the CLI (nobody at the terminal).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    Interactive,
+    Background,
+}
+
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Interactive => "interactive",
+            ApprovalMode::Background => "background",
+        }
+    }
+
+    /// `interactive` or `background`, as written in config and in `$CMDGATE_APPROVAL_MODE`.
+    pub fn parse(s: &str) -> Option<ApprovalMode> {
+        match s {
+            "interactive" => Some(ApprovalMode::Interactive),
+            "background" => Some(ApprovalMode::Background),
+            _ => None,
+        }
+    }
 }
 
 /// The three answers Claude Code understands.
@@ -338,6 +375,8 @@ mod tests {
             tool_input: json!({"command": "rm x"}),
             hook_note: None,
             attended: None,
+            approval_mode: None,
+            wait_ms: None,
             escape_hatch: None,
         };
         let text = serde_json::to_value(&req).unwrap();

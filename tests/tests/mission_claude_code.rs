@@ -382,3 +382,121 @@ fn the_same_denial_holds_in_every_permission_mode() {
         assert_eq!(last["permission_mode"], mode, "{mode}: {last}");
     }
 }
+
+/// Waits (bounded) until `cmdgate pending` lists a request; returns it.
+fn wait_pending(gate: &Gate) -> Value {
+    let started = std::time::Instant::now();
+    loop {
+        let list = gate.cli_json(&["pending", "--json"]);
+        if let Some(p) = list.as_array().and_then(|a| a.first()) {
+            return p.clone();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(40),
+            "nothing became pending: {list}\n{}",
+            std::fs::read_to_string(gate.log_path()).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn git_log(ws: &std::path::Path) -> String {
+    let out = Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(ws)
+        .output()
+        .expect("git log");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it() {
+    let mut w = world("[approvals]\nmode = \"background\"\n");
+    for (k, v) in [
+        ("GIT_AUTHOR_NAME", "agent"),
+        ("GIT_AUTHOR_EMAIL", "agent@example.invalid"),
+        ("GIT_COMMITTER_NAME", "agent"),
+        ("GIT_COMMITTER_EMAIL", "agent@example.invalid"),
+    ] {
+        w.session.set_env(k, v);
+    }
+    // Tier 2 in the starter map: a person decides.
+    let commit = "git commit --allow-empty -qm approved-by-operator";
+    let api = FakeApi::start(vec![Step::bash(commit)]);
+
+    // Claude Code waits inside its hook while the operator answers from another process.
+    let run = std::thread::scope(|s| {
+        let claude = s.spawn(|| w.claude(&api, "commit, once the operator agrees", &[]));
+        let pending = wait_pending(&w.gate);
+        println!("pending: {pending}");
+        assert_eq!(pending["command"], commit, "{pending}");
+        let id = pending["id"].to_string();
+        let answered = w.gate.cli_json(&[
+            "approve",
+            &id,
+            "--remember",
+            "--note",
+            "empty commits are fine here",
+            "--json",
+        ]);
+        println!("approve: {answered}");
+        assert_eq!(answered["delivered"], true, "{answered}");
+        claude.join().expect("claude thread")
+    });
+    assert_eq!(denials(&run), 0, "{}", run.result);
+    let r = api.result_of(0).expect("a result for the commit");
+    assert!(!r.is_error, "{r:?}");
+    assert!(
+        git_log(&w.session.workspace()).contains("approved-by-operator"),
+        "the approved command ran for real"
+    );
+    let row = w.row(0);
+    assert_eq!(row["decision"], "allow", "{row}");
+    assert_eq!(row["source"], "human", "{row}");
+    assert_eq!(row["note"], "empty commits are fine here", "{row}");
+
+    // A restart keeps the remembered rule and its note: the same command runs with nobody asked.
+    w.gate.stop();
+    w.gate.start();
+    let rules = w.gate.cli(&["rules", "list", "--json"]).stdout_text();
+    println!("rules: {rules}");
+    assert!(rules.contains("empty commits are fine here"), "{rules}");
+    let api = FakeApi::start(vec![Step::bash(commit)]);
+    let run = w.claude(&api, "commit again", &[]);
+    assert_eq!(denials(&run), 0, "{}", run.result);
+    let row = w.row(0);
+    assert_eq!(row["decision"], "allow", "{row}");
+    assert_eq!(row["source"], "remembered", "{row}");
+    assert_eq!(
+        git_log(&w.session.workspace())
+            .matches("approved-by-operator")
+            .count(),
+        2
+    );
+
+    // Nobody answers this one: denied at the (short) deadline, and the model is told why.
+    w.gate.stop();
+    std::fs::write(
+        w.gate.conf.join("config.toml"),
+        "[approvals]\nmode = \"background\"\nwait_ms = 2000\n",
+    )
+    .unwrap();
+    w.gate.start();
+    let api = FakeApi::start(vec![Step::bash(
+        "git commit --allow-empty -qm never-answered",
+    )]);
+    let run = w.claude(&api, "commit without an answer", &[]);
+    assert_eq!(denials(&run), 1, "{}", run.result);
+    let r = api
+        .result_of(0)
+        .expect("a result for the unanswered commit");
+    assert!(r.is_error && r.content.contains("nobody answered"), "{r:?}");
+    assert!(!git_log(&w.session.workspace()).contains("never-answered"));
+    let row = w.row(0);
+    assert_eq!(row["decision"], "deny", "{row}");
+    assert_eq!(row["source"], "fail_closed", "{row}");
+    assert_eq!(
+        w.gate.cli_json(&["pending", "--json"]),
+        serde_json::json!([])
+    );
+}

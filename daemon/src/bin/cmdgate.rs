@@ -28,6 +28,12 @@ enum Command {
     Init(cmdgate_daemon::cli_init::InitArgs),
     /// Remembered decisions and learned entries.
     Rules(cmdgate_daemon::cli_rules::RulesArgs),
+    /// Requests waiting for the operator's answer (background mode).
+    Pending(cmdgate_daemon::cli_pending::PendingArgs),
+    /// Let a pending request run (--remember: and every later identical one in this project).
+    Approve(cmdgate_daemon::cli_pending::AnswerArgs),
+    /// Deny a pending request (--remember: and every later identical one in this project).
+    Reject(cmdgate_daemon::cli_pending::AnswerArgs),
     /// Reset circuit breakers (read-only mode ends).
     Breaker(cmdgate_daemon::cli_breaker::BreakerArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
@@ -51,6 +57,9 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Doctor(args)) => cmdgate_daemon::cli_doctor::run(args),
         Some(Command::Init(args)) => cmdgate_daemon::cli_init::run(args),
         Some(Command::Rules(args)) => cmdgate_daemon::cli_rules::run(args),
+        Some(Command::Pending(args)) => cmdgate_daemon::cli_pending::list(args),
+        Some(Command::Approve(args)) => cmdgate_daemon::cli_pending::answer(args, true),
+        Some(Command::Reject(args)) => cmdgate_daemon::cli_pending::answer(args, false),
         Some(Command::Breaker(args)) => cmdgate_daemon::cli_breaker::run(args),
         Some(Command::Explain(args)) => {
             cmdgate_daemon::cli_explain::run(args).map(|()| std::process::ExitCode::SUCCESS)

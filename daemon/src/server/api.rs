@@ -23,12 +23,15 @@
 //! | `POST /admin/rules/{id}/enable`, `/disable` | none | `204` or 404 |
 //! | `POST /admin/breaker/reset` | `{"scope"?: "global" or "session:ID"}` | `{"reset": [scopes]}` |
 //! | `POST /admin/spool/ingest` | none | as on the agent socket |
+//! | `GET /admin/pending` | none | `[PendingInfo]` (held asks, oldest first) |
+//! | `POST /admin/pending/{id}/approve`, `/reject` | `{"remember"?: bool, "note"?: text}` | `{"id", "decision", "audit_id", "rule", "delivered", ..}`, 404 when not waiting |
 //!
 //! A body whose `v` is not `WIRE_VERSION` is a 400 (the hook turns every non-200 into deny).
 
 use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
 
+use crate::approvals::{AnswerPending, PendingAnswer};
 use crate::store::audit::Query;
 
 /// Which socket a request came in on: the routes differ, and so do the allowed peers.
@@ -84,6 +87,8 @@ pub enum ApiRequest {
     AddRule(AddRule),
     SetRuleEnabled { id: i64, enabled: bool },
     ResetBreaker(ResetBreaker),
+    Pending,
+    AnswerPending(PendingAnswer),
 }
 
 /// A request that could not be parsed: its status and why.
@@ -161,6 +166,21 @@ impl ApiRequest {
                     id,
                     enabled: *action == "enable",
                 })
+            }
+            (Role::Admin, "GET", ["admin", "pending"]) => Ok(ApiRequest::Pending),
+            (Role::Admin, "POST", ["admin", "pending", id, action @ ("approve" | "reject")]) => {
+                let id = id
+                    .parse()
+                    .map_err(|_| reject(400, format!("pending id {id:?} is not a number")))?;
+                Ok(ApiRequest::AnswerPending(PendingAnswer {
+                    id,
+                    approve: *action == "approve",
+                    body: if body.is_empty() {
+                        AnswerPending::default()
+                    } else {
+                        json(body)?
+                    },
+                }))
             }
             (Role::Admin, "POST", ["admin", "breaker", "reset"]) => {
                 Ok(ApiRequest::ResetBreaker(if body.is_empty() {
