@@ -170,6 +170,7 @@ pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
                 Some(("power-off", "`systemctl poweroff/reboot/halt/kexec` stops the machine".into()))
             }
             "git" => force_push(args),
+            "cmdgate" | "cmdgated" => operator_action(prog, args),
             p if has_downloader && INTERPRETERS.contains(&p) && reads_program_from_stdin_or_fd(p, args) => Some((
                 "download-exec",
                 format!("pipes or feeds a download into `{p}`: run the script from a reviewed file instead"),
@@ -181,6 +182,43 @@ pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
         }
     }
     None
+}
+
+/// `cmdgate` verbs an agent may run: they only read (status, the audit, what waits, explanations).
+/// Everything else — answering or remembering approvals, editing rules, resetting breakers, trusting
+/// keys, signing maps, installing hooks, starting a daemon — is the operator's, and an agent doing it
+/// would be approving itself.
+const AGENT_VERBS: &[&str] = &[
+    "status", "audit", "explain", "pending", "doctor", "help", "--help", "-h", "--version", "-V",
+];
+
+fn operator_action(prog: &str, args: &[Word]) -> Option<(&'static str, String)> {
+    let verb = |i: usize| match args.get(i) {
+        Some(Word::Static(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let what = || {
+        Some((
+            "cmdgate-operator-action",
+            format!(
+                "`{prog} {}` is the operator's action (answering approvals, rules, breakers, keys, signing): \
+                 an agent never decides about its own requests. Ask the user to run it.",
+                args.first().map_or("", text)
+            ),
+        ))
+    };
+    if prog == "cmdgated" {
+        return what();
+    }
+    match (verb(0), verb(1)) {
+        (None, _) if args.is_empty() => None,
+        (Some(v), _) if AGENT_VERBS.contains(&v) => None,
+        (Some("rules"), Some("list" | "show"))
+        | (Some("breaker"), Some("status"))
+        | (Some("trust"), Some("list"))
+        | (Some("tiermap"), Some("verify")) => None,
+        _ => what(),
+    }
 }
 
 fn touches_own_path(cmd: &SimpleCommand, g: Guarded<'_>) -> Option<String> {
@@ -509,6 +547,63 @@ fn describe(word: &Word, g: Guarded<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shell::{analyze, Analysis, Limits};
+
+    fn rule_of(command: &str) -> Option<&'static str> {
+        let Analysis::Parsed(script) = analyze(command, &Limits::default()) else {
+            panic!("{command} does not parse");
+        };
+        let g = Guarded {
+            base: Base {
+                home: "/home/agent",
+                cwd: "/home/agent/proj",
+            },
+            project_root: "/home/agent/proj",
+            own_paths: &[],
+        };
+        find(&script, g).map(|c| c.rule)
+    }
+
+    #[test]
+    fn an_agent_cannot_run_the_operators_verbs() {
+        for c in [
+            "cmdgate approve 12",
+            "cmdgate reject 12 --remember",
+            "cmdgate approve 12 --note 'fine'",
+            "/usr/local/bin/cmdgate approve 12",
+            "cd /tmp && cmdgate approve 3",
+            "sudo cmdgate breaker reset",
+            "env X=1 cmdgate rules remember approve -- git push",
+            "cmdgate rules disable 4",
+            "cmdgate rules remove 4",
+            "cmdgate breaker reset --session s1",
+            "cmdgate trust add --dev",
+            "cmdgate tiermap sign CLAUDE_CMDS.md",
+            "cmdgate hook install --project .",
+            "cmdgate init --sign --force",
+            "cmdgate up",
+            "cmdgate $VERB 12",
+            "cmdgated --config /tmp/c.toml",
+            "bash -c 'cmdgate approve 1'",
+        ] {
+            assert_eq!(rule_of(c), Some("cmdgate-operator-action"), "{c}");
+        }
+        for c in [
+            "cmdgate status",
+            "cmdgate audit tail",
+            "cmdgate pending --json",
+            "cmdgate explain -- rm -rf target",
+            "cmdgate rules list --json",
+            "cmdgate rules show 3",
+            "cmdgate breaker status",
+            "cmdgate trust list",
+            "cmdgate tiermap verify CLAUDE_CMDS.md",
+            "cmdgate --version",
+            "cmdgate",
+        ] {
+            assert_eq!(rule_of(c), None, "{c}");
+        }
+    }
 
     #[test]
     fn lone_var() {
