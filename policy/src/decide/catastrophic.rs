@@ -189,7 +189,16 @@ pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
 /// keys, signing maps, installing hooks, starting a daemon — is the operator's, and an agent doing it
 /// would be approving itself.
 const AGENT_VERBS: &[&str] = &[
-    "status", "audit", "explain", "pending", "doctor", "help", "--help", "-h", "--version", "-V",
+    "status",
+    "audit",
+    "explain",
+    "pending",
+    "doctor",
+    "help",
+    "--help",
+    "-h",
+    "--version",
+    "-V",
 ];
 
 fn operator_action(prog: &str, args: &[Word]) -> Option<(&'static str, String)> {
