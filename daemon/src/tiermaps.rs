@@ -3,9 +3,10 @@
 //!
 //! The cache is keyed by the file's identity (size, mtime, inode) and then by content hash, so an
 //! edit is picked up on the next request without a restart, and an unchanged file costs one
-//! `stat`. A new content that fails (half-written, unsigned, forged, replayed) never activates: the
-//! last valid revision stays active and the failure is reported (status, one audit row per content).
-//! Without any valid revision the project is read-only with the reason.
+//! `stat`. A new content that fails (half-written, unsigned, forged, replayed) never activates, and
+//! neither does the last valid revision while that content is on disk: the project is read-only with
+//! the reason (DESIGN: no valid map ⇒ read-only) until the operator re-signs the file or restores the
+//! signed one. Each failure is reported (status, one audit row per content).
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -57,7 +58,7 @@ struct Project {
     /// Hash of the raw content last read (`None`: no file).
     content: Option<ContentHash>,
     active: Arc<Snapshot>,
-    /// The last verified snapshot, kept active while newer content fails.
+    /// The last verified snapshot, named in the reason while newer content fails (never used).
     last_valid: Option<Arc<Snapshot>>,
     /// Why the current file content is not the active one.
     problem: Option<String>,
@@ -238,26 +239,25 @@ impl TierMaps {
                 )
             }
             Err((reason, integrity)) => {
-                // A missing file or unusable keys: nothing to fall back on (removing the map only
-                // narrows what runs). New content that fails: the last valid map stays active.
-                let keep = match (&keys, &text) {
-                    (Ok(_), Some(_)) => last_valid.clone(),
-                    _ => None,
+                // Whatever failed, the project is read-only: the file on disk is what the agent and
+                // the operator see, and an edit nobody signed must not leave an older grant running.
+                // The last valid revision is named so the operator knows what a restore brings back.
+                let why = match (&last_valid, &text) {
+                    (Some(s), Some(_)) => format!(
+                        "{reason} (the last valid map, {s}, is not used while this file is on disk: \
+                         re-sign it or restore the signed one)"
+                    ),
+                    _ => reason.clone(),
                 };
-                let active = keep
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(Snapshot::read_only(reason.clone())));
-                let detail = match &keep {
-                    Some(s) => format!("{reason}; still using {s}"),
-                    None => format!("{reason}; the project is read-only"),
-                };
+                let active = Arc::new(Snapshot::read_only(why.clone()));
+                let detail = format!("{why}; the project is read-only");
                 (
                     Project {
                         stamp: now,
                         keys_generation: generation,
                         content,
                         active: active.clone(),
-                        last_valid: keep,
+                        last_valid,
                         problem: Some(reason),
                     },
                     MapEvent {

@@ -163,7 +163,7 @@ fn a_replayed_older_map_makes_the_project_read_only_even_after_a_restart() {
 }
 
 #[test]
-fn a_half_written_edit_never_activates_and_the_last_valid_map_stays() {
+fn an_edit_that_does_not_verify_turns_the_project_read_only_until_restored() {
     let mut g = Gate::new();
     g.init_signed();
     g.start();
@@ -171,13 +171,23 @@ fn a_half_written_edit_never_activates_and_the_last_valid_map_stays() {
     assert_eq!(d, "allow", "{reason}");
     let map = g.proj.join("CLAUDE_CMDS.md");
     let text = std::fs::read_to_string(&map).unwrap();
+    // Half-written (or edited by anyone without the key): nothing but reads until it verifies again;
+    // the last valid revision is named, not used.
     std::fs::write(&map, &text[..text.len() / 2]).unwrap();
     let (d, reason) = g.pre("during", "touch b");
-    assert_eq!(
-        d, "allow",
-        "the last valid map should stay active: {reason}"
+    assert_eq!(d, "deny", "{reason}");
+    assert!(
+        reason.contains("read-only") && reason.contains("revision 1"),
+        "{reason}"
     );
-    assert!(reason.contains("revision 1"), "{reason}");
+    let (d, reason) = g.pre("read", "ls");
+    assert_eq!(d, "allow", "reads still run: {reason}");
+    // Restoring the signed file restores revision 1 (same revision, same content: no replay).
+    std::fs::write(&map, &text).unwrap();
+    let (d, reason) = g.pre("after", "touch c");
+    assert_eq!(d, "allow", "{reason}");
+    std::fs::write(&map, &text[..text.len() / 2]).unwrap();
+    assert_eq!(g.pre("again", "touch d").0, "deny");
     let status = g.cli_json(&["status", "--json"]);
     let problem = status["projects"][0]["problem"]
         .as_str()

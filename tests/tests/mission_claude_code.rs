@@ -302,11 +302,13 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
     );
 
     // Had the edit landed anyway (here: written from outside Claude Code), it grants nothing: the
-    // signature no longer verifies, so `rm *` is no read and the rm is refused.
+    // signature no longer verifies, so the project turns read-only at once — `rm *` is no read, and
+    // what the signed map allowed (`touch`) is refused too until the operator re-signs.
     std::fs::write(&map, &widened).unwrap();
     let api = FakeApi::start(vec![
         Step::bash("rm tracked.txt"),
         Step::read(&w.ws("tracked.txt").display().to_string()),
+        Step::bash("touch while-tampered.txt"),
     ]);
     w.claude(&api, "use the widened map", &[]);
     let rm = api.result_of(0).expect("rm result");
@@ -324,6 +326,12 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
         !read.is_error && read.content.contains("precious"),
         "reads still run: {read:?}"
     );
+    let touch = api.result_of(2).expect("touch result");
+    assert!(
+        touch.is_error && touch.content.contains("read-only"),
+        "{touch:?}"
+    );
+    assert!(!w.ws("while-tampered.txt").exists());
     let events = w.gate.audit("tiermap");
     println!("tiermap rows: {events:?}");
     assert!(
@@ -331,7 +339,7 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
         "the tampered map is reported: {events:?}"
     );
 
-    // With no valid revision to fall back on (a fresh daemon), the project is read-only.
+    // A fresh daemon reaches the same verdict from the file alone.
     w.gate.stop();
     w.gate.start();
     let api = FakeApi::start(vec![Step::bash("touch after-tamper.txt")]);
