@@ -46,6 +46,11 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     );
     println!("test-runs      {}", text(&s["test_runs"]));
     println!(
+        "approvals      {} mode, {} pending (`cmdgate pending`)",
+        text(&s["approvals"]["mode"]),
+        s["approvals"]["pending"]
+    );
+    println!(
         "global breaker {}",
         text(&s["breakers"]["global"]["state"]["state"])
     );
