@@ -285,6 +285,32 @@ pub fn outcomes_of(conn: &Connection, decision_id: i64) -> Result<Vec<AuditRow>,
     Ok(rows)
 }
 
+/// Rows of one of `kinds` whose rule column is exactly `rule` (as decisions name a rule:
+/// `rule #12`), newest first, at most `limit` (clamped to 1..=10 000).
+pub fn naming_rule(
+    conn: &Connection,
+    rule: &str,
+    kinds: &[&str],
+    limit: u32,
+) -> Result<Vec<AuditRow>, StoreError> {
+    let mut values: Vec<rusqlite::types::Value> = vec![rule.to_owned().into()];
+    let mut marks = Vec::new();
+    for k in kinds {
+        values.push((*k).to_owned().into());
+        marks.push(format!("?{}", values.len()));
+    }
+    let limit = limit.clamp(1, 10_000);
+    let sql = format!(
+        "SELECT {COLUMNS} FROM command_audit WHERE rule = ?1 AND kind IN ({}) ORDER BY id DESC LIMIT {limit}",
+        marks.join(", ")
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let rows = stmt
+        .query_map(rusqlite::params_from_iter(values), from_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 /// Filters for [`query`]; every field narrows, `None` does not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]

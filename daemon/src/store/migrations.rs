@@ -91,6 +91,38 @@ pub const MIGRATIONS: &[&str] = &[
         audit_id    INTEGER
     );
     "#,
+    // 2: a revision for the rules as a whole, raised in the same transaction as every rule insert,
+    // update or delete, so an operator edit can say which state it was made against (two CLIs
+    // editing at once then conflict instead of silently overwriting each other); and an index to
+    // find the decisions a rule matched (`rule = 'rule #ID'`). The rules table is rebuilt with
+    // AUTOINCREMENT: rules can now be removed, and a reused id would make the audit rows of a
+    // removed rule (`rule #7`) look like the provenance and matches of a new one.
+    r#"
+    CREATE TABLE rules_v2 (
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,
+        kind        TEXT NOT NULL,
+        project     TEXT NOT NULL,
+        key         TEXT NOT NULL,
+        enabled     INTEGER NOT NULL DEFAULT 1,
+        note        TEXT,
+        created_ms  INTEGER NOT NULL,
+        created_by  TEXT NOT NULL,
+        provenance  TEXT NOT NULL DEFAULT '[]',
+        updated_ms  INTEGER NOT NULL
+    );
+    INSERT INTO rules_v2 (id, kind, project, key, enabled, note, created_ms, created_by, provenance, updated_ms)
+        SELECT id, kind, project, key, enabled, note, created_ms, created_by, provenance, updated_ms FROM rules;
+    DROP TABLE rules;
+    ALTER TABLE rules_v2 RENAME TO rules;
+    CREATE INDEX rules_lookup ON rules(project, key);
+
+    CREATE TABLE rules_revision (
+        id          INTEGER PRIMARY KEY CHECK (id = 1),
+        revision    INTEGER NOT NULL
+    );
+    INSERT INTO rules_revision (id, revision) VALUES (1, 0);
+    CREATE INDEX command_audit_rule ON command_audit(rule);
+    "#,
 ];
 
 #[cfg(test)]
@@ -103,5 +135,31 @@ mod tests {
         for m in MIGRATIONS {
             conn.execute_batch(m).unwrap();
         }
+    }
+
+    #[test]
+    fn rules_keep_their_ids_across_migration_2_and_removed_ids_are_never_reused() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch(MIGRATIONS[0]).unwrap();
+        conn.execute_batch(
+            "INSERT INTO rules (id, kind, project, key, created_ms, created_by, updated_ms) \
+             VALUES (4, 'reject', '/p', 'rm -rf build', 1, 'operator', 1)",
+        )
+        .unwrap();
+        for m in &MIGRATIONS[1..] {
+            conn.execute_batch(m).unwrap();
+        }
+        let key: String = conn
+            .query_row("SELECT key FROM rules WHERE id = 4", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(key, "rm -rf build");
+        conn.execute_batch("DELETE FROM rules WHERE id = 4")
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO rules (kind, project, key, created_ms, created_by, updated_ms) \
+             VALUES ('approve', '/p', 'ls', 2, 'operator', 2)",
+        )
+        .unwrap();
+        assert_eq!(conn.last_insert_rowid(), 5);
     }
 }

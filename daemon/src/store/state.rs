@@ -1,5 +1,6 @@
-//! The store's state tables besides the audit: remembered and learned rules (with provenance),
-//! learning records, the highest tier map revision seen per project and key, breaker state.
+//! The store's state tables besides the audit: remembered and learned rules (with provenance and
+//! a revision raised by every change), learning records, the highest tier map revision seen per
+//! project and key, breaker state.
 
 use cmdgate_policy::learn::Record;
 use cmdgate_policy::tiermap::{ContentHash, SeenRevision};
@@ -32,31 +33,134 @@ pub struct StoredRule {
 /// The rule kinds the store accepts (the engine's `RuleKind`, snake_case).
 pub const RULE_KINDS: &[&str] = &["approve", "reject", "always_ask", "learned"];
 
+const RULE_COLUMNS: &str =
+    "id, kind, project, key, enabled, note, created_ms, created_by, provenance, updated_ms";
+
+fn rule_from_row(r: &rusqlite::Row<'_>) -> Result<StoredRule, StoreError> {
+    let provenance: String = r.get(8)?;
+    let id: i64 = r.get(0)?;
+    Ok(StoredRule {
+        id,
+        kind: r.get(1)?,
+        project: r.get(2)?,
+        key: r.get(3)?,
+        enabled: r.get(4)?,
+        note: r.get(5)?,
+        created_ms: r.get(6)?,
+        created_by: r.get(7)?,
+        provenance: serde_json::from_str(&provenance)
+            .map_err(|e| StoreError::Corrupt(format!("rule {id} provenance: {e}")))?,
+        updated_ms: r.get(9)?,
+    })
+}
+
 /// Every rule, enabled or not.
 pub fn rules(conn: &Connection) -> Result<Vec<StoredRule>, StoreError> {
-    let mut stmt = conn.prepare(
-        "SELECT id, kind, project, key, enabled, note, created_ms, created_by, provenance, updated_ms FROM rules ORDER BY id",
-    )?;
+    let mut stmt = conn.prepare(&format!("SELECT {RULE_COLUMNS} FROM rules ORDER BY id"))?;
     let mut out = Vec::new();
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
-        let provenance: String = r.get(8)?;
-        let id: i64 = r.get(0)?;
-        out.push(StoredRule {
-            id,
-            kind: r.get(1)?,
-            project: r.get(2)?,
-            key: r.get(3)?,
-            enabled: r.get(4)?,
-            note: r.get(5)?,
-            created_ms: r.get(6)?,
-            created_by: r.get(7)?,
-            provenance: serde_json::from_str(&provenance)
-                .map_err(|e| StoreError::Corrupt(format!("rule {id} provenance: {e}")))?,
-            updated_ms: r.get(9)?,
-        });
+        out.push(rule_from_row(r)?);
     }
     Ok(out)
+}
+
+/// One rule by id.
+pub fn rule(conn: &Connection, id: i64) -> Result<Option<StoredRule>, StoreError> {
+    let mut stmt = conn.prepare(&format!("SELECT {RULE_COLUMNS} FROM rules WHERE id = ?1"))?;
+    let mut rows = stmt.query([id])?;
+    match rows.next()? {
+        Some(r) => Ok(Some(rule_from_row(r)?)),
+        None => Ok(None),
+    }
+}
+
+/// Every rule and the revision they are at, read in one transaction so the two agree.
+pub fn rules_at_revision(conn: &Connection) -> Result<(i64, Vec<StoredRule>), StoreError> {
+    let tx = conn.unchecked_transaction()?;
+    let revision = rules_revision(&tx)?;
+    let all = rules(&tx)?;
+    tx.finish()?;
+    Ok((revision, all))
+}
+
+/// The rules' revision. Every insert, update or delete of a rule (operator or learned) raises it
+/// by one in the same transaction as the change, so it names one exact state of the rules table.
+pub fn rules_revision(conn: &Connection) -> Result<i64, StoreError> {
+    conn.query_row(
+        "SELECT revision FROM rules_revision WHERE id = 1",
+        [],
+        |r| r.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::Corrupt("the rules revision row is missing".into()))
+}
+
+/// Raises the revision; called by every function here that changes the rules table, after the
+/// change and on the same connection (so in the same transaction).
+fn bump_rules_revision(conn: &Connection) -> Result<i64, StoreError> {
+    if conn.execute(
+        "UPDATE rules_revision SET revision = revision + 1 WHERE id = 1",
+        [],
+    )? != 1
+    {
+        return Err(StoreError::Corrupt(
+            "the rules revision row is missing".into(),
+        ));
+    }
+    rules_revision(conn)
+}
+
+/// A rules edit made against a revision that is no longer the current one: another edit (an
+/// operator's, or a learned promotion or demotion) came first. Nothing was changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error(
+    "rules changed: the current revision is {current} (you expected {expected}); list them again and retry"
+)]
+pub struct RevisionConflict {
+    /// The revision the rules are at now.
+    pub current: i64,
+    /// The revision the edit was made against.
+    pub expected: i64,
+}
+
+/// A checked edit's result: the edit's own value and the revision after it, or the conflict.
+pub type Checked<T> = Result<(T, i64), RevisionConflict>;
+
+/// Runs `edit` only when the rules are still at `if_revision` (`None`: whatever the revision),
+/// and returns its value with the revision after it.
+///
+/// Call it inside one write transaction — one `Store::write` job, whose closure gets the writer's
+/// connection inside a savepoint: the store has a single writer, so the check and the edit are
+/// atomic with respect to every other change and two edits made against the same revision can
+/// never both pass. An `Err` from `edit` rolls the job back as usual; a conflict changes nothing.
+pub fn edit_rules<T>(
+    conn: &Connection,
+    if_revision: Option<i64>,
+    edit: impl FnOnce(&Connection) -> Result<T, StoreError>,
+) -> Result<Checked<T>, StoreError> {
+    let current = rules_revision(conn)?;
+    if let Some(expected) = if_revision {
+        if expected != current {
+            return Ok(Err(RevisionConflict { current, expected }));
+        }
+    }
+    let value = edit(conn)?;
+    Ok(Ok((value, rules_revision(conn)?)))
+}
+
+/// Adds a rule if the rules are still at `if_revision` (see [`edit_rules`]); returns the new
+/// rule's id and the new revision. For remembered decisions made elsewhere than `cmdgate rules`
+/// (e.g. approving a pending request "and remember"): run it in one `Store::write` job together
+/// with the audit row that records it, pass the revision the operator saw (or `None` when the
+/// operator did not see the rules), and answer a conflict with its message, changing nothing.
+pub fn add_rule_checked(
+    conn: &Connection,
+    rule: &NewRule,
+    if_revision: Option<i64>,
+    now_ms: i64,
+) -> Result<Checked<i64>, StoreError> {
+    edit_rules(conn, if_revision, |c| add_rule(c, rule, now_ms))
 }
 
 /// A rule to add.
@@ -72,7 +176,7 @@ pub struct NewRule {
     pub provenance: Vec<i64>,
 }
 
-/// Adds a rule; returns its id.
+/// Adds a rule and raises the revision; returns its id.
 pub fn add_rule(conn: &Connection, rule: &NewRule, now_ms: i64) -> Result<i64, StoreError> {
     if !RULE_KINDS.contains(&rule.kind.as_str()) {
         return Err(StoreError::Corrupt(format!(
@@ -93,33 +197,53 @@ pub fn add_rule(conn: &Connection, rule: &NewRule, now_ms: i64) -> Result<i64, S
             serde_json::to_string(&rule.provenance).unwrap_or_default()
         ],
     )?;
-    Ok(conn.last_insert_rowid())
+    let id = conn.last_insert_rowid();
+    bump_rules_revision(conn)?;
+    Ok(id)
 }
 
-/// Enables or disables a rule; `false` when there is no such rule.
+/// Enables or disables a rule (raising the revision); `false` when there is no such rule.
 pub fn set_rule_enabled(
     conn: &Connection,
     id: i64,
     enabled: bool,
     now_ms: i64,
 ) -> Result<bool, StoreError> {
-    Ok(conn.execute(
+    let changed = conn.execute(
         "UPDATE rules SET enabled = ?2, updated_ms = ?3 WHERE id = ?1",
         params![id, enabled, now_ms],
-    )? > 0)
+    )? > 0;
+    if changed {
+        bump_rules_revision(conn)?;
+    }
+    Ok(changed)
 }
 
-/// Disables the learned entries for a command (demotion).
+/// Removes a rule (raising the revision); `false` when there is no such rule. Its audit rows
+/// (provenance, the decisions it made) stay: the audit is append-only.
+pub fn remove_rule(conn: &Connection, id: i64) -> Result<bool, StoreError> {
+    let removed = conn.execute("DELETE FROM rules WHERE id = ?1", [id])? > 0;
+    if removed {
+        bump_rules_revision(conn)?;
+    }
+    Ok(removed)
+}
+
+/// Disables the learned entries for a command (demotion), raising the revision when any was.
 pub fn disable_learned(
     conn: &Connection,
     project: &str,
     key: &str,
     now_ms: i64,
 ) -> Result<usize, StoreError> {
-    Ok(conn.execute(
+    let n = conn.execute(
         "UPDATE rules SET enabled = 0, updated_ms = ?3 WHERE kind = 'learned' AND project = ?1 AND key = ?2 AND enabled = 1",
         params![project, key, now_ms],
-    )?)
+    )?;
+    if n > 0 {
+        bump_rules_revision(conn)?;
+    }
+    Ok(n)
 }
 
 /// The learning record of a command, if it has one.
@@ -339,5 +463,85 @@ mod tests {
         assert_eq!(all[0].provenance, vec![1, 2, 3]);
         assert_eq!(disable_learned(&conn, "/p", "cargo build", 10).unwrap(), 1);
         assert!(!rules(&conn).unwrap()[0].enabled);
+    }
+
+    fn operator_rule(key: &str) -> NewRule {
+        NewRule {
+            kind: "reject".into(),
+            project: "/p".into(),
+            key: key.into(),
+            note: None,
+            created_by: "operator".into(),
+            provenance: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_change_to_the_rules_raises_the_revision() {
+        let conn = db();
+        assert_eq!(rules_revision(&conn).unwrap(), 0);
+        let id = add_rule(&conn, &operator_rule("rm -rf build"), 1).unwrap();
+        assert_eq!(rules_revision(&conn).unwrap(), 1);
+        assert!(set_rule_enabled(&conn, id, false, 2).unwrap());
+        assert_eq!(rules_revision(&conn).unwrap(), 2);
+        // Nothing changed, nothing to raise.
+        assert!(!set_rule_enabled(&conn, id + 1, false, 3).unwrap());
+        assert_eq!(disable_learned(&conn, "/p", "rm -rf build", 3).unwrap(), 0);
+        assert!(!remove_rule(&conn, id + 1).unwrap());
+        assert_eq!(rules_revision(&conn).unwrap(), 2);
+        // A learned promotion and its demotion count like an operator's edit.
+        let learned = NewRule {
+            kind: "learned".into(),
+            created_by: "learned".into(),
+            ..operator_rule("cargo build")
+        };
+        add_rule(&conn, &learned, 4).unwrap();
+        assert_eq!(disable_learned(&conn, "/p", "cargo build", 5).unwrap(), 1);
+        assert_eq!(rules_revision(&conn).unwrap(), 4);
+        assert!(remove_rule(&conn, id).unwrap());
+        assert_eq!(rule(&conn, id).unwrap(), None);
+        assert_eq!(rules_at_revision(&conn).unwrap().0, 5);
+    }
+
+    #[test]
+    fn an_edit_against_an_old_revision_conflicts_and_changes_nothing() {
+        let conn = db();
+        let (id, rev) = add_rule_checked(&conn, &operator_rule("a"), Some(0), 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rev, 1);
+        // Two edits made against revision 1: the first passes, the second is told the current one.
+        let first = edit_rules(&conn, Some(1), |c| set_rule_enabled(c, id, false, 2)).unwrap();
+        assert_eq!(first, Ok((true, 2)));
+        let second = edit_rules(&conn, Some(1), |c| remove_rule(c, id)).unwrap();
+        let conflict = second.unwrap_err();
+        assert_eq!(
+            conflict,
+            RevisionConflict {
+                current: 2,
+                expected: 1
+            }
+        );
+        assert_eq!(
+            conflict.to_string(),
+            "rules changed: the current revision is 2 (you expected 1); list them again and retry"
+        );
+        assert!(
+            rule(&conn, id).unwrap().is_some(),
+            "the conflicting removal ran"
+        );
+        assert_eq!(
+            add_rule_checked(&conn, &operator_rule("b"), Some(7), 3).unwrap(),
+            Err(RevisionConflict {
+                current: 2,
+                expected: 7
+            })
+        );
+        assert_eq!(rules(&conn).unwrap().len(), 1);
+        // No expectation: applied whatever the revision.
+        let (_, rev) = add_rule_checked(&conn, &operator_rule("b"), None, 3)
+            .unwrap()
+            .unwrap();
+        assert_eq!(rev, 3);
     }
 }
