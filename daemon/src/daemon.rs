@@ -32,7 +32,7 @@ use crate::clock;
 use crate::config::{Config, Paths};
 use crate::notify::{Note, Notifier, NotifyConfig};
 use crate::pending::Pending;
-use crate::server::api::{AddRule, Rejection, ResetBreaker};
+use crate::server::api::{Rejection, ResetBreaker};
 use crate::server::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::{state, Store, StoreError};
@@ -71,6 +71,8 @@ pub struct Daemon {
     pub(crate) tiermaps: TierMaps,
     /// Swapped whole when a rule changes; a decision holds one `Arc` for its whole run.
     pub(crate) rules: RwLock<Arc<RuleSet>>,
+    /// Serialises `reload_rules` (see there).
+    rules_reload: Mutex<()>,
     pub(crate) breakers: Mutex<Breakers>,
     pub(crate) testruns: TestRunner,
     started: Instant,
@@ -159,6 +161,7 @@ impl Daemon {
             paths,
             store,
             rules: RwLock::new(Arc::new(rules)),
+            rules_reload: Mutex::new(()),
             breakers: Mutex::new(breakers),
             testruns,
             started: Instant::now(),
@@ -196,6 +199,10 @@ impl Daemon {
     }
 
     pub(crate) async fn reload_rules(&self) -> Result<(), StoreError> {
+        // One reload at a time, read and install together: a reload that read the rules before a
+        // later change committed must not install its older set after that change's own reload
+        // (a just-remembered rejection would silently stop matching).
+        let _one_at_a_time = self.rules_reload.lock().await;
         match self.store.read(load_rules).await? {
             Ok(set) => {
                 if let Ok(mut r) = self.rules.write() {
@@ -842,64 +849,6 @@ impl Daemon {
         })
     }
 
-    async fn add_rule(&self, add: AddRule) -> ApiResponse {
-        if rule_kind(&add.kind).is_none_or(|k| k == RuleKind::Learned) {
-            return ApiResponse::error(
-                400,
-                &format!(
-                    "rule kind {:?} is not approve, reject or always_ask",
-                    add.kind
-                ),
-            );
-        }
-        let key = match shell::analyze(&add.command, &Limits::default()) {
-            Analysis::Parsed(script) => canonical_key(&script),
-            Analysis::Unanalyzable(u) => {
-                return ApiResponse::error(400, &format!("the command cannot be analysed: {u:?}"))
-            }
-        };
-        let project =
-            std::fs::canonicalize(&add.project).unwrap_or_else(|_| PathBuf::from(&add.project));
-        let rule = state::NewRule {
-            kind: add.kind.clone(),
-            project: project.to_string_lossy().into_owned(),
-            key: key.clone(),
-            note: add.note.clone(),
-            created_by: "operator".into(),
-            provenance: Vec::new(),
-        };
-        let entry = Entry {
-            at_ms: clock::now_ms(),
-            kind: Kind::Rule.as_str().into(),
-            project: Some(rule.project.clone()),
-            command: Some(add.command.clone()),
-            decision: Some(add.kind.clone()),
-            note: add.note.clone(),
-            ..Entry::default()
-        };
-        let result = self
-            .store
-            .write(move |c| {
-                let id = state::add_rule(c, &rule, clock::now_ms())?;
-                audit::append(
-                    c,
-                    Entry {
-                        rule: Some(format!("rule #{id}")),
-                        ..entry
-                    },
-                )?;
-                Ok(id)
-            })
-            .await;
-        match result {
-            Ok(id) => match self.reload_rules().await {
-                Ok(()) => ApiResponse::json(200, &json!({"id": id, "key": key})),
-                Err(e) => ApiResponse::error(500, &e.to_string()),
-            },
-            Err(e) => ApiResponse::error(500, &e.to_string()),
-        }
-    }
-
     async fn admin(&self, request: ApiRequest) -> ApiResponse {
         let internal = |e: StoreError| ApiResponse::error(500, &e.to_string());
         match request {
@@ -929,25 +878,14 @@ impl Daemon {
                 Ok(report) => ApiResponse::json(200, &report),
                 Err(e) => internal(e),
             },
-            ApiRequest::Rules => match self.store.read(state::rules).await {
-                Ok(rules) => ApiResponse::json(200, &rules),
-                Err(e) => internal(e),
-            },
-            ApiRequest::AddRule(add) => self.add_rule(add).await,
-            ApiRequest::SetRuleEnabled { id, enabled } => {
-                match self
-                    .store
-                    .write(move |c| state::set_rule_enabled(c, id, enabled, clock::now_ms()))
-                    .await
-                {
-                    Ok(true) => match self.reload_rules().await {
-                        Ok(()) => ApiResponse::no_content(),
-                        Err(e) => internal(e),
-                    },
-                    Ok(false) => ApiResponse::error(404, &format!("no rule {id}")),
-                    Err(e) => internal(e),
-                }
+            // The rule verbs live in rules_admin.rs.
+            ApiRequest::Rules => self.rules_list().await,
+            ApiRequest::RuleShow(id) => self.rule_show(id).await,
+            ApiRequest::AddRule(add) => self.rules_add(add).await,
+            ApiRequest::SetRuleEnabled { id, enabled, edit } => {
+                self.rules_set_enabled(id, enabled, edit).await
             }
+            ApiRequest::RemoveRule { id, edit } => self.rules_remove(id, edit).await,
             ApiRequest::ResetBreaker(ResetBreaker { scope }) => {
                 let changes = self.breakers.lock().await.reset(scope.as_deref());
                 let scopes: Vec<String> = changes.iter().map(|c| c.scope.clone()).collect();

@@ -32,3 +32,4 @@ pub mod cli_export;
 pub mod cli_pending;
 pub mod cli_rules;
 pub mod cli_stats;
+pub mod rules_admin;

@@ -18,15 +18,21 @@
 //! | `POST /admin/audit/query` | `store::audit::Query` | `[AuditRow]` |
 //! | `GET /admin/audit/{id}` | none | `{"row": AuditRow, "outcomes": [AuditRow]}` or 404 |
 //! | `GET /admin/audit/verify` | none | `ChainReport` |
-//! | `GET /admin/rules` | none | `[StoredRule]` |
-//! | `POST /admin/rules` | `{"kind", "project", "command", "note"?}` | `{"id": N}` |
-//! | `POST /admin/rules/{id}/enable`, `/disable` | none | `204` or 404 |
+//! | `GET /admin/rules` | none | `{"revision": N, "rules": [StoredRule]}` |
+//! | `GET /admin/rules/{id}` | none | `{"rule", "sources": [AuditRow], "history": [AuditRow], "matched": [AuditRow]}` or 404 |
+//! | `POST /admin/rules` | `{"kind", "project", "command", "note"?, "if_revision"?}` | `{"id", "key", "project", "revision"}` |
+//! | `POST /admin/rules/{id}/enable`, `/disable` | none or `{"if_revision"?}` | `{"id", "enabled", "revision"}` or 404 |
+//! | `DELETE /admin/rules/{id}` (or `POST …/{id}/remove`) | none or `{"if_revision"?}` | `{"id", "removed": true, "revision"}` or 404 |
 //! | `POST /admin/breaker/reset` | `{"scope"?: "global" or "session:ID"}` | `{"reset": [scopes]}` |
 //! | `POST /admin/spool/ingest` | none | as on the agent socket |
 //! | `GET /admin/pending` | none | `[PendingInfo]` (held asks, oldest first) |
 //! | `POST /admin/pending/{id}/approve`, `/reject` | `{"remember"?: bool, "note"?: text}` | `{"id", "decision", "audit_id", "rule", "delivered", ..}`, 404 when not waiting |
 //!
 //! A body whose `v` is not `WIRE_VERSION` is a 400 (the hook turns every non-200 into deny).
+//!
+//! Rule edits carrying `if_revision` are applied only if the rules are still at that revision
+//! (checked and applied in one store transaction); otherwise `409` with
+//! `{"error": "rules changed: the current revision is N (you expected M); …", "revision": N}`.
 
 use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
@@ -53,6 +59,7 @@ impl Role {
 
 /// `POST /admin/rules`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AddRule {
     /// `approve`, `reject`, `always_ask`.
     pub kind: String,
@@ -62,6 +69,18 @@ pub struct AddRule {
     pub command: String,
     #[serde(default)]
     pub note: Option<String>,
+    /// Apply only if the rules are still at this revision (`GET /admin/rules`).
+    #[serde(default)]
+    pub if_revision: Option<i64>,
+}
+
+/// The optional body of `POST /admin/rules/{id}/enable|disable|remove` and `DELETE /admin/rules/{id}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleEdit {
+    /// Apply only if the rules are still at this revision.
+    #[serde(default)]
+    pub if_revision: Option<i64>,
 }
 
 /// `POST /admin/breaker/reset`.
@@ -84,8 +103,17 @@ pub enum ApiRequest {
     AuditShow(i64),
     AuditVerify,
     Rules,
+    RuleShow(i64),
     AddRule(AddRule),
-    SetRuleEnabled { id: i64, enabled: bool },
+    SetRuleEnabled {
+        id: i64,
+        enabled: bool,
+        edit: RuleEdit,
+    },
+    RemoveRule {
+        id: i64,
+        edit: RuleEdit,
+    },
     ResetBreaker(ResetBreaker),
     Pending,
     AnswerPending(PendingAnswer),
@@ -117,6 +145,19 @@ fn versioned(v: u32) -> Result<(), Rejection> {
             400,
             format!("unsupported wire version {v} (this daemon speaks {WIRE_VERSION})"),
         ))
+    }
+}
+
+fn rule_id(id: &str) -> Result<i64, Rejection> {
+    id.parse()
+        .map_err(|_| reject(400, format!("rule id {id:?} is not a number")))
+}
+
+fn rule_edit(body: &[u8]) -> Result<RuleEdit, Rejection> {
+    if body.is_empty() {
+        Ok(RuleEdit::default())
+    } else {
+        json(body)
     }
 }
 
@@ -157,14 +198,20 @@ impl ApiRequest {
                 .map(ApiRequest::AuditShow)
                 .map_err(|_| reject(400, format!("audit id {id:?} is not a number"))),
             (Role::Admin, "GET", ["admin", "rules"]) => Ok(ApiRequest::Rules),
+            (Role::Admin, "GET", ["admin", "rules", id]) => Ok(ApiRequest::RuleShow(rule_id(id)?)),
             (Role::Admin, "POST", ["admin", "rules"]) => Ok(ApiRequest::AddRule(json(body)?)),
             (Role::Admin, "POST", ["admin", "rules", id, action @ ("enable" | "disable")]) => {
-                let id = id
-                    .parse()
-                    .map_err(|_| reject(400, format!("rule id {id:?} is not a number")))?;
                 Ok(ApiRequest::SetRuleEnabled {
-                    id,
+                    id: rule_id(id)?,
                     enabled: *action == "enable",
+                    edit: rule_edit(body)?,
+                })
+            }
+            (Role::Admin, "DELETE", ["admin", "rules", id])
+            | (Role::Admin, "POST", ["admin", "rules", id, "remove"]) => {
+                Ok(ApiRequest::RemoveRule {
+                    id: rule_id(id)?,
+                    edit: rule_edit(body)?,
                 })
             }
             (Role::Admin, "GET", ["admin", "pending"]) => Ok(ApiRequest::Pending),
@@ -257,8 +304,53 @@ mod tests {
             parse(Role::Admin, "POST", "/admin/rules/3/disable", ""),
             Ok(ApiRequest::SetRuleEnabled {
                 id: 3,
-                enabled: false
+                enabled: false,
+                edit: RuleEdit::default(),
             })
+        );
+        assert_eq!(
+            parse(
+                Role::Admin,
+                "POST",
+                "/admin/rules/3/enable",
+                r#"{"if_revision":4}"#
+            ),
+            Ok(ApiRequest::SetRuleEnabled {
+                id: 3,
+                enabled: true,
+                edit: RuleEdit {
+                    if_revision: Some(4)
+                },
+            })
+        );
+        assert_eq!(
+            parse(Role::Admin, "DELETE", "/admin/rules/5", ""),
+            Ok(ApiRequest::RemoveRule {
+                id: 5,
+                edit: RuleEdit::default(),
+            })
+        );
+        assert_eq!(
+            parse(Role::Admin, "GET", "/admin/rules/5", ""),
+            Ok(ApiRequest::RuleShow(5))
+        );
+        // A misspelt expectation is refused rather than ignored (the edit would go unchecked).
+        assert_eq!(
+            parse(
+                Role::Admin,
+                "POST",
+                "/admin/rules/3/remove",
+                r#"{"revision":4}"#
+            )
+            .unwrap_err()
+            .status,
+            400
+        );
+        assert_eq!(
+            parse(Role::Agent, "DELETE", "/admin/rules/5", "")
+                .unwrap_err()
+                .status,
+            404
         );
         // The agent cannot reach the operator's routes, nor the operator the agent's decide.
         assert_eq!(

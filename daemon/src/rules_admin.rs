@@ -1,0 +1,283 @@
+//! The operator's rule verbs on the admin socket: list (with the rules' revision), show (a rule, the
+//! audit rows it came from and the decisions it made), add, enable, disable, remove.
+//!
+//! Every edit may carry the revision the operator saw (`if_revision`). The check and the change run
+//! in one store write job — the store has a single writer, so the two are atomic with respect to
+//! every other change, learned promotions included — and a stale expectation is a `409` that names
+//! the current revision, with nothing changed. Every change is audited (a `rule` row in the same
+//! transaction) and the daemon's rule snapshot is reloaded before the answer.
+
+use std::path::Path;
+
+use cmdgate_policy::decide::{canonical_key, RuleKind};
+use cmdgate_policy::shell::{self, Analysis, Limits};
+use rusqlite::Connection;
+use serde_json::json;
+
+use crate::clock;
+use crate::daemon::{rule_kind, Daemon};
+use crate::server::api::{AddRule, RuleEdit};
+use crate::server::ApiResponse;
+use crate::store::audit::{self, AuditRow, Entry, Kind};
+use crate::store::state::{self, RevisionConflict, StoredRule};
+use crate::store::StoreError;
+
+/// Most matched decisions `show` returns (newest first).
+const SHOW_MATCHED: u32 = 50;
+/// Most history rows (add, enable, disable, promotion) `show` returns.
+const SHOW_HISTORY: u32 = 200;
+
+/// How a rule is named in decisions and audit rows.
+fn label(id: i64) -> String {
+    format!("rule #{id}")
+}
+
+fn internal(e: StoreError) -> ApiResponse {
+    ApiResponse::error(500, &e.to_string())
+}
+
+/// The answer to an edit made against an old revision: nothing changed; here is the current one.
+fn conflict(c: RevisionConflict) -> ApiResponse {
+    ApiResponse::json(
+        409,
+        &json!({"error": c.to_string(), "revision": c.current, "expected": c.expected}),
+    )
+}
+
+/// The audit row of an operator's change to one rule.
+fn change_entry(rule: &StoredRule, what: &str, revision: i64) -> Entry {
+    Entry {
+        at_ms: clock::now_ms(),
+        kind: Kind::Rule.as_str().into(),
+        project: Some(rule.project.clone()),
+        command: Some(rule.key.clone()),
+        decision: Some(what.into()),
+        rule: Some(label(rule.id)),
+        reason: Some(format!(
+            "the operator's {what} of {} {} (rules revision {revision})",
+            rule.kind,
+            label(rule.id)
+        )),
+        ..Entry::default()
+    }
+}
+
+/// What `show` returns beside the rule.
+struct Shown {
+    rule: StoredRule,
+    sources: Vec<AuditRow>,
+    history: Vec<AuditRow>,
+    matched: Vec<AuditRow>,
+}
+
+fn show(c: &Connection, id: i64) -> Result<Option<Shown>, StoreError> {
+    let Some(rule) = state::rule(c, id)? else {
+        return Ok(None);
+    };
+    let mut sources = Vec::new();
+    for a in &rule.provenance {
+        // A provenance id with no row would be a corrupt store: say so rather than hide it.
+        sources.push(audit::get(c, *a)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("rule {id} names missing audit row {a}"))
+        })?);
+    }
+    let mut history = audit::naming_rule(
+        c,
+        &label(id),
+        &[Kind::Rule.as_str(), Kind::Learn.as_str()],
+        SHOW_HISTORY,
+    )?;
+    history.reverse();
+    let matched = audit::naming_rule(c, &label(id), &[Kind::Decision.as_str()], SHOW_MATCHED)?;
+    Ok(Some(Shown {
+        rule,
+        sources,
+        history,
+        matched,
+    }))
+}
+
+impl Daemon {
+    /// Reloads the engine's rules after a committed change; the answer says if that failed (the
+    /// change stays committed and is picked up by the next reload).
+    async fn after_rule_change(&self, ok: serde_json::Value) -> ApiResponse {
+        match self.reload_rules().await {
+            Ok(()) => ApiResponse::json(200, &ok),
+            Err(e) => ApiResponse::error(
+                500,
+                &format!(
+                    "the change was committed ({ok}) but the rules could not be reloaded: {e}"
+                ),
+            ),
+        }
+    }
+
+    /// `GET /admin/rules`: the revision and every rule, read together.
+    pub(crate) async fn rules_list(&self) -> ApiResponse {
+        match self.store.read(state::rules_at_revision).await {
+            Ok((revision, rules)) => {
+                ApiResponse::json(200, &json!({"revision": revision, "rules": rules}))
+            }
+            Err(e) => internal(e),
+        }
+    }
+
+    /// `GET /admin/rules/{id}`: the rule, the audit rows it came from, its history and the latest
+    /// decisions it made.
+    pub(crate) async fn rule_show(&self, id: i64) -> ApiResponse {
+        match self.store.read(move |c| show(c, id)).await {
+            Ok(Some(s)) => ApiResponse::json(
+                200,
+                &json!({
+                    "rule": s.rule,
+                    "sources": s.sources,
+                    "history": s.history,
+                    "matched": s.matched,
+                }),
+            ),
+            Ok(None) => ApiResponse::error(404, &format!("no rule {id}")),
+            Err(e) => internal(e),
+        }
+    }
+
+    /// `POST /admin/rules`: remember a decision (approve, reject, always-ask) for one exact command
+    /// in one project. Learned entries come only from the daemon's own promotion.
+    pub(crate) async fn rules_add(&self, add: AddRule) -> ApiResponse {
+        if rule_kind(&add.kind).is_none_or(|k| k == RuleKind::Learned) {
+            return ApiResponse::error(
+                400,
+                &format!(
+                    "rule kind {:?} is not approve, reject or always_ask",
+                    add.kind
+                ),
+            );
+        }
+        let key = match shell::analyze(&add.command, &Limits::default()) {
+            Analysis::Parsed(script) => canonical_key(&script),
+            Analysis::Unanalyzable(u) => {
+                return ApiResponse::error(400, &format!("the command cannot be analysed: {u:?}"))
+            }
+        };
+        // Rules match the canonical project root only; a relative path would name whatever
+        // directory the daemon runs in.
+        if !Path::new(&add.project).is_absolute() {
+            return ApiResponse::error(
+                400,
+                &format!("the project {:?} is not an absolute path", add.project),
+            );
+        }
+        let project = std::fs::canonicalize(&add.project)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| add.project.clone());
+        let rule = state::NewRule {
+            kind: add.kind.clone(),
+            project: project.clone(),
+            key: key.clone(),
+            note: add.note.clone(),
+            created_by: "operator".into(),
+            provenance: Vec::new(),
+        };
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Rule.as_str().into(),
+            project: Some(project.clone()),
+            command: Some(add.command.clone()),
+            decision: Some(add.kind.clone()),
+            note: add.note.clone(),
+            ..Entry::default()
+        };
+        let if_revision = add.if_revision;
+        let result = self
+            .store
+            .write(move |c| {
+                state::edit_rules(c, if_revision, |c| {
+                    let id = state::add_rule(c, &rule, clock::now_ms())?;
+                    let revision = state::rules_revision(c)?;
+                    audit::append(
+                        c,
+                        Entry {
+                            rule: Some(label(id)),
+                            reason: Some(format!(
+                                "the operator's {} {} (rules revision {revision})",
+                                rule.kind,
+                                label(id)
+                            )),
+                            ..entry
+                        },
+                    )?;
+                    Ok(id)
+                })
+            })
+            .await;
+        match result {
+            Ok(Ok((id, revision))) => {
+                self.after_rule_change(
+                    json!({"id": id, "key": key, "project": project, "revision": revision}),
+                )
+                .await
+            }
+            Ok(Err(c)) => conflict(c),
+            Err(e) => internal(e),
+        }
+    }
+
+    /// `POST /admin/rules/{id}/enable|disable`.
+    pub(crate) async fn rules_set_enabled(
+        &self,
+        id: i64,
+        enabled: bool,
+        edit: RuleEdit,
+    ) -> ApiResponse {
+        let what = if enabled { "enable" } else { "disable" };
+        let result = self
+            .store
+            .write(move |c| {
+                state::edit_rules(c, edit.if_revision, |c| {
+                    let Some(rule) = state::rule(c, id)? else {
+                        return Ok(false);
+                    };
+                    state::set_rule_enabled(c, id, enabled, clock::now_ms())?;
+                    let revision = state::rules_revision(c)?;
+                    audit::append(c, change_entry(&rule, what, revision))?;
+                    Ok(true)
+                })
+            })
+            .await;
+        match result {
+            Ok(Ok((true, revision))) => {
+                self.after_rule_change(json!({"id": id, "enabled": enabled, "revision": revision}))
+                    .await
+            }
+            Ok(Ok((false, _))) => ApiResponse::error(404, &format!("no rule {id}")),
+            Ok(Err(c)) => conflict(c),
+            Err(e) => internal(e),
+        }
+    }
+
+    /// `DELETE /admin/rules/{id}`: the rule goes; its audit rows stay.
+    pub(crate) async fn rules_remove(&self, id: i64, edit: RuleEdit) -> ApiResponse {
+        let result = self
+            .store
+            .write(move |c| {
+                state::edit_rules(c, edit.if_revision, |c| {
+                    let Some(rule) = state::rule(c, id)? else {
+                        return Ok(false);
+                    };
+                    state::remove_rule(c, id)?;
+                    let revision = state::rules_revision(c)?;
+                    audit::append(c, change_entry(&rule, "remove", revision))?;
+                    Ok(true)
+                })
+            })
+            .await;
+        match result {
+            Ok(Ok((true, revision))) => {
+                self.after_rule_change(json!({"id": id, "removed": true, "revision": revision}))
+                    .await
+            }
+            Ok(Ok((false, _))) => ApiResponse::error(404, &format!("no rule {id}")),
+            Ok(Err(c)) => conflict(c),
+            Err(e) => internal(e),
+        }
+    }
+}
