@@ -1,14 +1,25 @@
 //! The circuit breakers the daemon keeps: one per agent session and a global one, persisted in the
-//! store so their state survives a restart.
+//! store so their state survives a restart. A session breaker that is closed and has had no bad
+//! signal (and no transition) for a whole window is pruned, row and all: it is indistinguishable from
+//! a fresh one, and a daemon that runs for weeks must not keep one per session it ever saw.
 
 use std::collections::HashMap;
 
-use cmdgate_policy::breaker::{Breaker, BreakerConfig, Signal, Transition};
+use cmdgate_policy::breaker::{Breaker, BreakerConfig, Signal, State, Transition};
 use cmdgate_policy::time::UnixMillis;
+use rusqlite::{params, Connection};
 use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::clock;
+use crate::daemon::Daemon;
+use crate::store::StoreError;
 
 /// The global breaker's scope name; sessions are `session:<id>`.
 pub const GLOBAL: &str = "global";
+
+/// Pruning runs at most this often (it is called from the spool timer).
+const PRUNE_EVERY_MS: u64 = 60_000;
 
 /// A breaker whose state must be written (after a signal), with the transition it made.
 #[derive(Debug, Clone, Serialize)]
@@ -24,6 +35,10 @@ pub struct Breakers {
     session_config: BreakerConfig,
     global: Breaker,
     sessions: HashMap<String, Breaker>,
+    /// The last transition of each scope, for `cmdgate breaker status`.
+    last: HashMap<String, (UnixMillis, Transition)>,
+    /// When pruning may run next.
+    next_prune: UnixMillis,
 }
 
 fn scope_of(session: &str) -> String {
@@ -42,6 +57,8 @@ impl Breakers {
             session_config,
             global: Breaker::new(global_config),
             sessions: HashMap::new(),
+            last: HashMap::new(),
+            next_prune: UnixMillis(0),
         };
         let mut problems = Vec::new();
         for (scope, json) in rows {
@@ -59,47 +76,109 @@ impl Breakers {
         (b, problems)
     }
 
+    /// The last transition of each scope, from the store's `breaker_events` (rows that no longer
+    /// parse, or of scopes no longer kept, are skipped: they only feed `status`).
+    pub fn restore_last(&mut self, rows: Vec<(String, String, i64)>) {
+        for (scope, transition, at) in rows {
+            let kept = scope == GLOBAL
+                || scope
+                    .strip_prefix("session:")
+                    .is_some_and(|s| self.sessions.contains_key(s));
+            if let (true, Ok(t)) = (kept, serde_json::from_str::<Transition>(&transition)) {
+                self.last
+                    .insert(scope, (UnixMillis(u64::try_from(at).unwrap_or(0)), t));
+            }
+        }
+    }
+
     /// Is this session in read-only mode (its own breaker or the global one open)? Lets time pass
     /// first, so an ended cooldown counts; the returned changes must be persisted.
     pub fn is_open(&mut self, session: &str, now: UnixMillis) -> (bool, Vec<Changed>) {
         let mut changed = Vec::new();
         if let Some(t) = self.global.tick(now) {
-            changed.push(self.changed(GLOBAL.to_owned(), Some(t)));
+            changed.push(self.changed(GLOBAL.to_owned(), Some(t), now));
         }
         let mut open = self.global.is_read_only();
         if let Some(b) = self.sessions.get_mut(session) {
             let t = b.tick(now);
             open |= b.is_read_only();
             if t.is_some() {
-                changed.push(self.changed(scope_of(session), t));
+                changed.push(self.changed(scope_of(session), t, now));
             }
         }
         (open, changed)
     }
 
-    /// Records a signal for a session (and globally); returns what to persist.
+    /// Records a signal for a session (and globally); returns what to persist. An ended cooldown
+    /// is its own transition (half-open), before the one the signal makes (re-opened, closed).
     pub fn record(&mut self, session: &str, signal: Signal, now: UnixMillis) -> Vec<Changed> {
         let config = self.session_config.clone();
-        let t = self
+        let scope = scope_of(session);
+        let b = self
             .sessions
             .entry(session.to_owned())
-            .or_insert_with(|| Breaker::new(config))
-            .record(signal, now);
-        let g = self.global.record(signal, now);
-        vec![
-            self.changed(scope_of(session), t),
-            self.changed(GLOBAL.to_owned(), g),
-        ]
+            .or_insert_with(|| Breaker::new(config));
+        let ticked = b.tick(now);
+        let t = b.record(signal, now);
+        let mut out = Vec::new();
+        if ticked.is_some() {
+            out.push(self.changed(scope.clone(), ticked, now));
+        }
+        out.push(self.changed(scope, t, now));
+        out.extend(self.record_global(signal, now));
+        out
     }
 
     /// Records a signal that belongs to no session (a refused peer): global only.
     pub fn record_global(&mut self, signal: Signal, now: UnixMillis) -> Vec<Changed> {
+        let mut out = Vec::new();
+        if let Some(t) = self.global.tick(now) {
+            out.push(self.changed(GLOBAL.to_owned(), Some(t), now));
+        }
         let g = self.global.record(signal, now);
-        vec![self.changed(GLOBAL.to_owned(), g)]
+        out.push(self.changed(GLOBAL.to_owned(), g, now));
+        out
+    }
+
+    /// Forgets session breakers that are closed, with no bad signal in their window and no
+    /// transition within a window: a fresh breaker would behave the same. At most once a minute;
+    /// returns the scopes whose persisted rows should go.
+    pub fn prune(&mut self, now: UnixMillis) -> Vec<String> {
+        if now < self.next_prune {
+            return Vec::new();
+        }
+        self.next_prune = now.plus(PRUNE_EVERY_MS);
+        let window = self.session_config.window_ms;
+        let quiet: Vec<String> = self
+            .sessions
+            .iter()
+            .filter(|(s, b)| {
+                let recent = self
+                    .last
+                    .get(&scope_of(s))
+                    .is_some_and(|(at, _)| *at > now.minus(window));
+                matches!(b.state(), State::Closed) && b.score(now) == 0 && !recent
+            })
+            .map(|(s, _)| s.clone())
+            .collect();
+        quiet
+            .into_iter()
+            .map(|s| {
+                self.sessions.remove(&s);
+                let scope = scope_of(&s);
+                self.last.remove(&scope);
+                scope
+            })
+            .collect()
+    }
+
+    /// How many session breakers are kept.
+    pub fn sessions_kept(&self) -> usize {
+        self.sessions.len()
     }
 
     /// The operator's reset of one scope (`global`, `session:ID`) or, with `None`, of all.
-    pub fn reset(&mut self, scope: Option<&str>) -> Vec<Changed> {
+    pub fn reset(&mut self, scope: Option<&str>, now: UnixMillis) -> Vec<Changed> {
         let scopes: Vec<String> = match scope {
             Some(s) => vec![s.to_owned()],
             None => std::iter::once(GLOBAL.to_owned())
@@ -117,13 +196,21 @@ impl Breakers {
                     .map(Breaker::reset)
             };
             if t.is_some() {
-                out.push(self.changed(scope, t));
+                out.push(self.changed(scope, t, now));
             }
         }
         out
     }
 
-    fn changed(&self, scope: String, transition: Option<Transition>) -> Changed {
+    fn changed(
+        &mut self,
+        scope: String,
+        transition: Option<Transition>,
+        now: UnixMillis,
+    ) -> Changed {
+        if let Some(t) = &transition {
+            self.last.insert(scope.clone(), (now, t.clone()));
+        }
         let breaker = if scope == GLOBAL {
             Some(&self.global)
         } else {
@@ -140,18 +227,88 @@ impl Breakers {
         }
     }
 
-    /// The breakers that are not closed, plus the global one, for `status`.
-    pub fn summary(&self, now: UnixMillis) -> serde_json::Value {
-        let sessions: Vec<serde_json::Value> = self
+    /// The global breaker and every session breaker that is not closed, has a score, or made a
+    /// transition, for `status` and `breaker status`: state (the tagged `State`), score and
+    /// threshold, when it opened and when it goes half-open, the last transition.
+    pub fn summary(&self, now: UnixMillis) -> Value {
+        let mut sessions: Vec<Value> = self
             .sessions
             .iter()
-            .filter(|(_, b)| b.is_read_only() || b.score(now) > 0)
-            .map(|(s, b)| serde_json::json!({"session": s, "state": b.state(), "score": b.score(now)}))
+            .filter(|(s, b)| {
+                !matches!(b.state(), State::Closed)
+                    || b.score(now) > 0
+                    || self.last.contains_key(&scope_of(s))
+            })
+            .map(|(s, b)| {
+                let mut v = self.describe(&scope_of(s), b, now);
+                v["session"] = json!(s);
+                v
+            })
             .collect();
-        serde_json::json!({
-            "global": {"state": self.global.state(), "score": self.global.score(now)},
+        sessions.sort_by(|a, b| a["scope"].as_str().cmp(&b["scope"].as_str()));
+        json!({
+            "global": self.describe(GLOBAL, &self.global, now),
             "sessions": sessions,
         })
+    }
+
+    fn describe(&self, scope: &str, b: &Breaker, now: UnixMillis) -> Value {
+        let (opened_at, half_open_at, half_open_since) = match b.state() {
+            State::Closed => (None, None, None),
+            State::Open {
+                since,
+                half_open_at,
+                ..
+            } => (Some(*since), *half_open_at, None),
+            State::HalfOpen { since, .. } => (None, None, Some(*since)),
+        };
+        json!({
+            "scope": scope,
+            "state": b.state(),
+            "score": b.score(now),
+            "threshold": b.config().threshold.max(1),
+            "opened_at_ms": opened_at,
+            "half_open_at_ms": half_open_at,
+            "half_open_since_ms": half_open_since,
+            "last_transition": self.last.get(scope).map(|(at, t)| json!({"at_ms": at, "transition": t})),
+        })
+    }
+}
+
+/// The newest transition of each scope (scope, transition JSON, at_ms).
+pub(crate) fn last_transitions(c: &Connection) -> Result<Vec<(String, String, i64)>, StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT e.scope, e.transition, e.at_ms FROM breaker_events e \
+         JOIN (SELECT scope, MAX(id) AS id FROM breaker_events GROUP BY scope) m ON e.id = m.id",
+    )?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Deletes the persisted state of pruned scopes (their `breaker_events` history stays).
+pub(crate) fn delete_states(c: &Connection, scopes: &[String]) -> Result<(), StoreError> {
+    for scope in scopes {
+        c.execute("DELETE FROM breaker_state WHERE scope = ?1", params![scope])?;
+    }
+    Ok(())
+}
+
+impl Daemon {
+    /// Prunes quiet session breakers and their rows (called from the spool timer).
+    pub async fn prune_breakers(&self) -> Result<usize, StoreError> {
+        // The lock is held across the write, so a signal for a pruned session cannot be persisted
+        // between the prune and the delete and then be deleted.
+        let mut breakers = self.breakers.lock().await;
+        let gone = breakers.prune(clock::now());
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        let n = gone.len();
+        self.store.write(move |c| delete_states(c, &gone)).await?;
+        drop(breakers);
+        Ok(n)
     }
 }
 
@@ -187,7 +344,128 @@ mod tests {
         let (mut again, problems) = Breakers::restore(cfg, global, rows);
         assert!(problems.is_empty());
         assert!(again.is_open("s1", now).0);
-        assert_eq!(again.reset(Some("session:s1")).len(), 1);
+        assert_eq!(again.reset(Some("session:s1"), now).len(), 1);
         assert!(!again.is_open("s1", now).0);
+    }
+
+    const MIN: u64 = 60_000;
+
+    fn small() -> Breakers {
+        let cfg = BreakerConfig {
+            threshold: 2,
+            window_ms: 10 * MIN,
+            cooldown_ms: Some(5 * MIN),
+            half_open_successes: 1,
+            ..BreakerConfig::default()
+        };
+        let global = BreakerConfig {
+            threshold: 100,
+            ..cfg.clone()
+        };
+        Breakers::restore(cfg, global, Vec::new()).0
+    }
+
+    #[test]
+    fn quiet_closed_sessions_are_pruned_and_the_others_kept() {
+        let mut b = small();
+        let t0 = UnixMillis(1_000_000_000);
+        // quiet: one success only; scored: one denial; open: tripped; reset: tripped, then reset.
+        let _ = b.record("quiet", Signal::Success, t0);
+        let _ = b.record("scored", Signal::Denial, t0);
+        let _ = b.record("open", Signal::Denial, t0);
+        let _ = b.record("open", Signal::Denial, t0);
+        let _ = b.record("reset", Signal::Denial, t0);
+        let _ = b.record("reset", Signal::Denial, t0);
+        let _ = b.reset(Some("session:reset"), t0);
+        // Within the window: only the session with nothing to remember goes.
+        assert_eq!(b.prune(t0.plus(MIN)), vec!["session:quiet".to_owned()]);
+        assert_eq!(b.sessions_kept(), 3);
+        // Rate-limited: nothing happens again within a minute.
+        assert!(b.prune(t0.plus(MIN + 1)).is_empty());
+        // A window later: the denial slid out and the reset is old; the open breaker stays
+        // (no cooldown has been ticked through `is_open`: it is still open).
+        let mut gone = b.prune(t0.plus(11 * MIN));
+        gone.sort();
+        assert_eq!(
+            gone,
+            vec!["session:reset".to_owned(), "session:scored".to_owned()]
+        );
+        assert!(b.is_open("open", t0.plus(2 * MIN)).0);
+        assert_eq!(b.sessions_kept(), 1);
+        // Half-open, then closed by a success: pruned only a window after that transition.
+        let _ = b.record("open", Signal::Success, t0.plus(12 * MIN));
+        assert!(b.prune(t0.plus(13 * MIN)).is_empty());
+        assert_eq!(b.prune(t0.plus(23 * MIN)), vec!["session:open".to_owned()]);
+        assert_eq!(b.sessions_kept(), 0);
+        // The global breaker is never pruned.
+        assert_eq!(b.summary(t0.plus(23 * MIN))["global"]["scope"], "global");
+    }
+
+    #[test]
+    fn every_transition_is_reported_and_summarised() {
+        let mut b = small();
+        let t0 = UnixMillis(1_000_000_000);
+        let _ = b.record("s", Signal::Denial, t0);
+        let tripped = b.record("s", Signal::Denial, t0);
+        assert!(matches!(
+            tripped[0].transition,
+            Some(Transition::Tripped { score: 2 })
+        ));
+        let s = b.summary(t0);
+        let sess = &s["sessions"][0];
+        assert_eq!(sess["scope"], "session:s");
+        assert_eq!(sess["state"]["state"], "open");
+        assert_eq!(sess["opened_at_ms"], t0.0);
+        assert_eq!(sess["half_open_at_ms"], t0.plus(5 * MIN).0);
+        assert_eq!(
+            sess["last_transition"]["transition"]["transition"],
+            "tripped"
+        );
+        // The cooldown ends and a bad signal arrives: half-open and re-opened, both reported.
+        let changes = b.record("s", Signal::Denial, t0.plus(6 * MIN));
+        let ts: Vec<_> = changes
+            .iter()
+            .filter(|c| c.scope == "session:s")
+            .filter_map(|c| c.transition.clone())
+            .collect();
+        assert_eq!(ts, vec![Transition::HalfOpened, Transition::Reopened]);
+        // Cooldown again, then a success: half-open and closed, both reported.
+        let changes = b.record("s", Signal::Success, t0.plus(12 * MIN));
+        let ts: Vec<_> = changes
+            .iter()
+            .filter(|c| c.scope == "session:s")
+            .filter_map(|c| c.transition.clone())
+            .collect();
+        assert_eq!(ts, vec![Transition::HalfOpened, Transition::Closed]);
+        assert_eq!(
+            b.summary(t0.plus(12 * MIN))["sessions"][0]["last_transition"]["transition"]
+                ["transition"],
+            "closed"
+        );
+        // The last transitions survive a restore.
+        let mut again = small();
+        let rows: Vec<(String, String)> = vec![(
+            "session:s".into(),
+            serde_json::to_string(&Breaker::new(BreakerConfig::default())).unwrap(),
+        )];
+        again = {
+            let (mut r, _) = Breakers::restore(
+                again.session_config.clone(),
+                again.global.config().clone(),
+                rows,
+            );
+            r.restore_last(vec![(
+                "session:s".into(),
+                r#"{"transition":"reset"}"#.into(),
+                7,
+            )]);
+            r
+        };
+        let s = again.summary(t0);
+        assert_eq!(s["sessions"][0]["last_transition"]["at_ms"], 7);
+        assert_eq!(
+            s["sessions"][0]["last_transition"]["transition"]["transition"],
+            "reset"
+        );
     }
 }

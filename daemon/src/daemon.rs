@@ -30,6 +30,7 @@ use tokio::sync::Mutex;
 use crate::breakers::{self, Breakers, Changed};
 use crate::clock;
 use crate::config::{Config, Paths};
+use crate::learning;
 use crate::notify::{Note, Notifier, NotifyConfig};
 use crate::pending::Pending;
 use crate::server::api::{Rejection, ResetBreaker};
@@ -139,11 +140,12 @@ impl Daemon {
             Err((id, kind)) => return Err(StartError::Rule { id, kind }),
         };
         let rows = store.read(state::breakers).await?;
-        let (breakers, problems) = Breakers::restore(
+        let (mut breakers, problems) = Breakers::restore(
             config.breaker.clone(),
             global_breaker(&config.breaker),
             rows,
         );
+        breakers.restore_last(store.read(breakers::last_transitions).await?);
         for p in problems {
             eprintln!("cmdgated: breaker state: {p} (starting that breaker fresh)");
         }
@@ -234,23 +236,42 @@ impl Daemon {
         changes
     }
 
-    /// A desktop notification when a breaker opens (never waits: see `notify`).
+    /// A desktop notification for every breaker transition; an opening one is urgent (never
+    /// waits: see `notify`).
     pub(crate) fn announce(&self, changes: &[Changed]) {
         for c in changes {
-            let what = match &c.transition {
-                Some(Transition::Tripped { score }) => format!("tripped (score {score})"),
-                Some(Transition::Reopened) => "re-opened while half-open".to_owned(),
-                Some(Transition::HalfOpened | Transition::Closed | Transition::Reset) | None => {
-                    continue
-                }
+            let (summary, what, urgent) = match &c.transition {
+                Some(Transition::Tripped { score }) => (
+                    "cmdgate: read-only mode",
+                    format!("tripped (score {score}): only reads run until it cools down or the operator runs `cmdgate breaker reset`"),
+                    true,
+                ),
+                Some(Transition::Reopened) => (
+                    "cmdgate: read-only mode",
+                    "re-opened while half-open: only reads run until it cools down again or the operator runs `cmdgate breaker reset`".to_owned(),
+                    true,
+                ),
+                Some(Transition::HalfOpened) => (
+                    "cmdgate: breaker half-open",
+                    "is half-open after its cooldown: calls flow again, the next bad signal re-opens it".to_owned(),
+                    false,
+                ),
+                Some(Transition::Closed) => (
+                    "cmdgate: breaker closed",
+                    "closed again after good calls while half-open".to_owned(),
+                    false,
+                ),
+                Some(Transition::Reset) => (
+                    "cmdgate: breaker reset",
+                    "was reset by the operator".to_owned(),
+                    false,
+                ),
+                None => continue,
             };
             let _ = self.notifier.notify(Note {
-                summary: "cmdgate: read-only mode".into(),
-                body: format!(
-                    "The circuit breaker for {} {what}: only reads run until it cools down or the operator resets it.",
-                    c.scope
-                ),
-                urgent: true,
+                summary: summary.into(),
+                body: format!("The circuit breaker for {} {what}.", c.scope),
+                urgent,
             });
         }
     }
@@ -378,7 +399,8 @@ impl Daemon {
         // One coherent snapshot: map, rules, breaker.
         let loaded = self.tiermaps.get(&root, &self.store).await?;
         if let Some(event) = loaded.event {
-            self.map_event(&req.agent.session_id, event).await?;
+            self.map_event(&req.agent.session_id, event, &root_s, &loaded.snapshot)
+                .await?;
         }
         let snapshot = loaded.snapshot;
         let rules = self.rules();
@@ -421,6 +443,7 @@ impl Daemon {
         describe_parts(&mut entry, &tool, &snapshot);
 
         let mut learn: Option<(String, LearnEvent)> = None;
+        let mut classified: Option<String> = None;
         let decision = match step {
             Step::Decided(d) => d,
             Step::TestRun(plan) => {
@@ -438,6 +461,7 @@ impl Daemon {
                     .run(&plan, target, self.config.test_run_deadline())
                     .await;
                 entry.sandbox = Some(ran.detail.to_string());
+                classified = Some(learning::classification_of(&plan.command, &snapshot));
                 learn = match &ran.verdict {
                     SandboxVerdict::Clean => Some((plan.key.clone(), LearnEvent::CleanTestRun(0))),
                     SandboxVerdict::Dirty { .. } => {
@@ -453,6 +477,11 @@ impl Daemon {
             Decision::Deny(e) => (Verdict::Deny, e),
             Decision::Ask(e) => (Verdict::Ask, e),
         };
+        if let (Decision::Deny(e), Tool::Bash { command }) = (&decision, &tool) {
+            if e.source == Source::Remembered {
+                learn = learning::key_of(command).map(|k| (k, LearnEvent::Rejected(0)));
+            }
+        }
         let source = wire_source(ev.source);
         entry.decision = Some(verdict.as_str().into());
         entry.source = Some(wire_source_name(source).into());
@@ -492,6 +521,7 @@ impl Daemon {
                             PromotionContext {
                                 needs_person_or_denied: false,
                                 breaker_open,
+                                classification: classified.as_deref(),
                             },
                             &promotion,
                         )?
@@ -538,7 +568,13 @@ impl Daemon {
         })
     }
 
-    async fn map_event(&self, session: &str, event: MapEvent) -> Result<(), StoreError> {
+    async fn map_event(
+        &self,
+        session: &str,
+        event: MapEvent,
+        root: &str,
+        snapshot: &Arc<Snapshot>,
+    ) -> Result<(), StoreError> {
         let now = clock::now();
         let changes = match event.integrity {
             Some(i) => self.record_signal(session, Signal::Integrity(i), now).await,
@@ -558,12 +594,32 @@ impl Daemon {
             note: event.integrity.map(|i| format!("integrity: {i:?}")),
             ..Entry::default()
         };
-        self.store
+        // A newly accepted revision demotes the learned entries it reclassifies (in the same
+        // transaction as its audit row, before this decision reads the rules).
+        let review = (event.what == "accepted").then(|| {
+            (
+                root.to_owned(),
+                Arc::clone(snapshot),
+                self.config.promotion.clone(),
+            )
+        });
+        let changed = self
+            .store
             .write(move |c| {
                 let row = audit::append(c, entry)?;
-                persist_breakers(c, &changes, Some(row.id))
+                persist_breakers(c, &changes, Some(row.id))?;
+                match review {
+                    Some((root, snapshot, promotion)) => {
+                        learning::review(c, &root, &snapshot, row.id, &promotion)
+                    }
+                    None => Ok(false),
+                }
             })
-            .await
+            .await?;
+        if changed {
+            self.reload_rules().await?;
+        }
+        Ok(())
     }
 
     // ----- outcomes and the spool ---------------------------------------------------------------
@@ -585,12 +641,12 @@ impl Daemon {
             Some(s) => self.record_signal(&report.agent.session_id, s, now).await,
             None => Vec::new(),
         };
-        let breaker_open = self
+        let (breaker_open, ticked) = self
             .breakers
             .lock()
             .await
-            .is_open(&report.agent.session_id, now)
-            .0;
+            .is_open(&report.agent.session_id, now);
+        let changes = [changes, ticked].concat();
         let promotion = self.config.promotion.clone();
         let entry = Entry {
             at_ms: clock::now_ms(),
@@ -643,8 +699,12 @@ impl Daemon {
                                     &key,
                                     event,
                                     PromotionContext {
-                                        needs_person_or_denied: false,
+                                        needs_person_or_denied: matches!(
+                                            e.tier.as_deref(),
+                                            Some("ask" | "deny")
+                                        ),
                                         breaker_open,
+                                        classification: None,
                                     },
                                     &promotion,
                                 )?;
@@ -887,7 +947,12 @@ impl Daemon {
             }
             ApiRequest::RemoveRule { id, edit } => self.rules_remove(id, edit).await,
             ApiRequest::ResetBreaker(ResetBreaker { scope }) => {
-                let changes = self.breakers.lock().await.reset(scope.as_deref());
+                let changes = self
+                    .breakers
+                    .lock()
+                    .await
+                    .reset(scope.as_deref(), clock::now());
+                self.announce(&changes);
                 let scopes: Vec<String> = changes.iter().map(|c| c.scope.clone()).collect();
                 let entry = Entry {
                     at_ms: clock::now_ms(),
@@ -1025,6 +1090,7 @@ fn with_id(event: LearnEvent, id: i64) -> LearnEvent {
         LearnEvent::RealSuccess(_) => LearnEvent::RealSuccess(id),
         LearnEvent::RealFailure(_) => LearnEvent::RealFailure(id),
         LearnEvent::Rejected(_) => LearnEvent::Rejected(id),
+        LearnEvent::Reclassified(_) => LearnEvent::Reclassified(id),
     }
 }
 

@@ -21,6 +21,7 @@ pub mod cli_status;
 pub mod cli_up;
 pub mod config;
 pub mod daemon;
+pub mod learning;
 pub mod project;
 pub mod serve;
 pub mod testrun;

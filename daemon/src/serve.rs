@@ -210,6 +210,10 @@ async fn spool_timer(daemon: Arc<Daemon>, mut shutdown: watch::Receiver<bool>) {
                 if let Err(e) = daemon.ingest_spool().await {
                     eprintln!("cmdgated: spool: {e}");
                 }
+                // Quiet session breakers go (rate-limited inside: at most once a minute).
+                if let Err(e) = daemon.prune_breakers().await {
+                    eprintln!("cmdgated: pruning breakers: {e}");
+                }
             }
             r = shutdown.changed() => {
                 if r.is_err() || *shutdown.borrow() {

@@ -5,10 +5,42 @@
 //! test-run, a failed real run or a rejection demotes it (or resets a candidate's progress). It is
 //! never promoted while it would be tier 2/3 or while the breaker is open. Every step keeps the audit
 //! ids that earned it, so an entry can always show its provenance.
+//!
+//! The evidence only counts under one classification of the command ([`classification`]: tier,
+//! pattern and test-run options of each part): a tier map revision that reclassifies it resets a
+//! candidate's progress and demotes a promoted entry; a revision that does not leaves it alone.
 
 use serde::{Deserialize, Serialize};
 
+use crate::shell::{Script, Word};
+use crate::tiermap::TierMap;
 use crate::time::UnixMillis;
+
+/// How the tier map classifies each part of a command, one line per part: tier, pattern and
+/// test-run options, or `unknown`. The line number is left out, so an edit elsewhere in the map is
+/// not a reclassification; a different tier, pattern or option is.
+pub fn classification(script: &Script, map: Option<&TierMap>) -> String {
+    script
+        .commands
+        .iter()
+        .map(|cmd| {
+            let argv: Vec<&str> = cmd
+                .argv
+                .iter()
+                .map(|w| match w {
+                    Word::Static(s) | Word::Dynamic(s) => s.as_str(),
+                })
+                .collect();
+            match map.and_then(|m| m.classify(&argv)) {
+                Some((tier, entry)) => {
+                    format!("{} `{}` {:?}", tier.name(), entry.pattern, entry.options)
+                }
+                None => "unknown".to_owned(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 /// Tunables, from operator configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,15 +70,21 @@ pub enum LearnEvent {
     RealFailure(AuditId),
     /// The operator (or an interactive person) refused it.
     Rejected(AuditId),
+    /// A new tier map revision was accepted (the audit row of that event); whether it reclassifies
+    /// the command is [`PromotionContext::classification`]'s say.
+    Reclassified(AuditId),
 }
 
 /// The circumstances at the time of the event that can forbid promotion.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct PromotionContext {
+pub struct PromotionContext<'a> {
     /// The current tier map classifies the command as tier 2 or 3: never promoted.
     pub needs_person_or_denied: bool,
     /// The breaker is open: nothing is learned in read-only mode.
     pub breaker_open: bool,
+    /// The command's [`classification`] under the current map, when the caller knows it (a
+    /// test-run, a new map); `None` (a real run's outcome) keeps the recorded one.
+    pub classification: Option<&'a str>,
 }
 
 /// Where a command stands.
@@ -80,6 +118,10 @@ pub struct Record {
     pub successes: Vec<AuditId>,
     /// The evidence that earned the current promotion (empty unless promoted).
     pub provenance: Vec<AuditId>,
+    /// The [`classification`] the evidence was gathered under (`None` in records written before
+    /// it was kept: the next classification seen is adopted without a reset).
+    #[serde(default)]
+    pub classification: Option<String>,
 }
 
 impl Default for Record {
@@ -89,6 +131,7 @@ impl Default for Record {
             clean_runs: Vec::new(),
             successes: Vec::new(),
             provenance: Vec::new(),
+            classification: None,
         }
     }
 }
@@ -109,7 +152,41 @@ impl Record {
         config: &PromotionConfig,
         now: UnixMillis,
     ) -> Option<LearnTransition> {
+        // Evidence gathered under another classification does not count under this one.
+        if let Some(current) = ctx.classification {
+            let changed = self
+                .classification
+                .as_deref()
+                .is_some_and(|old| old != current);
+            self.classification = Some(current.to_owned());
+            if changed {
+                let id = match event {
+                    LearnEvent::CleanTestRun(id)
+                    | LearnEvent::DirtyTestRun(id)
+                    | LearnEvent::RealSuccess(id)
+                    | LearnEvent::RealFailure(id)
+                    | LearnEvent::Rejected(id)
+                    | LearnEvent::Reclassified(id) => id,
+                };
+                let demoted = self.forget(id, now);
+                if let LearnEvent::Reclassified(_) = event {
+                    return demoted;
+                }
+                // A clean test-run under the new classification starts the count again.
+                let again = self.apply(
+                    event,
+                    PromotionContext {
+                        classification: None,
+                        ..ctx
+                    },
+                    config,
+                    now,
+                );
+                return demoted.or(again);
+            }
+        }
         match event {
+            LearnEvent::Reclassified(_) => None,
             LearnEvent::CleanTestRun(id) => {
                 self.clean_runs.push(id);
                 self.maybe_promote(ctx, config, now)
@@ -124,20 +201,23 @@ impl Record {
             }
             LearnEvent::DirtyTestRun(id)
             | LearnEvent::RealFailure(id)
-            | LearnEvent::Rejected(id) => {
-                self.clean_runs.clear();
-                self.successes.clear();
-                if self.is_promoted() {
-                    self.provenance.clear();
-                    self.standing = Standing::Demoted {
-                        at: now,
-                        because: id,
-                    };
-                    Some(LearnTransition::Demoted { because: id })
-                } else {
-                    None
-                }
-            }
+            | LearnEvent::Rejected(id) => self.forget(id, now),
+        }
+    }
+
+    /// Progress cleared; a promoted entry demoted because of audit row `id`.
+    fn forget(&mut self, id: AuditId, now: UnixMillis) -> Option<LearnTransition> {
+        self.clean_runs.clear();
+        self.successes.clear();
+        if self.is_promoted() {
+            self.provenance.clear();
+            self.standing = Standing::Demoted {
+                at: now,
+                because: id,
+            };
+            Some(LearnTransition::Demoted { because: id })
+        } else {
+            None
         }
     }
 
@@ -175,6 +255,7 @@ mod tests {
     const OK: PromotionContext = PromotionContext {
         needs_person_or_denied: false,
         breaker_open: false,
+        classification: None,
     };
 
     fn run(
@@ -283,11 +364,11 @@ mod tests {
         for ctx in [
             PromotionContext {
                 needs_person_or_denied: true,
-                breaker_open: false,
+                ..OK
             },
             PromotionContext {
-                needs_person_or_denied: false,
                 breaker_open: true,
+                ..OK
             },
         ] {
             let mut r = Record::default();
@@ -347,5 +428,81 @@ mod tests {
             r.apply(RealSuccess(3), OK, &config, NOW),
             Some(LearnTransition::Promoted { .. })
         ));
+    }
+
+    fn ctx(classification: &str) -> PromotionContext<'_> {
+        PromotionContext {
+            classification: Some(classification),
+            ..OK
+        }
+    }
+
+    #[test]
+    fn a_map_that_does_not_reclassify_keeps_the_entry() {
+        let config = PromotionConfig { k: 1 };
+        let mut r = Record::default();
+        let _ = r.apply(CleanTestRun(1), ctx("sandbox `make *`"), &config, NOW);
+        let t = r.apply(RealSuccess(2), OK, &config, NOW);
+        assert!(matches!(t, Some(LearnTransition::Promoted { .. })));
+        assert_eq!(
+            r.apply(Reclassified(3), ctx("sandbox `make *`"), &config, NOW),
+            None
+        );
+        assert!(r.is_promoted());
+        assert_eq!(r.provenance, vec![1, 2]);
+    }
+
+    #[test]
+    fn a_map_that_reclassifies_demotes_and_resets_progress() {
+        let config = PromotionConfig { k: 2 };
+        let mut r = Record::default();
+        for e in [
+            CleanTestRun(1),
+            RealSuccess(2),
+            CleanTestRun(3),
+            RealSuccess(4),
+        ] {
+            let _ = r.apply(e, ctx("unknown"), &config, NOW);
+        }
+        assert!(r.is_promoted());
+        assert_eq!(
+            r.apply(
+                Reclassified(5),
+                ctx("sandbox `make *` network"),
+                &config,
+                NOW
+            ),
+            Some(LearnTransition::Demoted { because: 5 })
+        );
+        assert!(!r.is_promoted());
+        // A candidate's clean runs under the old classification are forgotten too.
+        let mut c = Record::default();
+        let _ = c.apply(CleanTestRun(1), ctx("unknown"), &config, NOW);
+        let _ = c.apply(RealSuccess(2), OK, &config, NOW);
+        let _ = c.apply(CleanTestRun(3), ctx("sandbox `make *`"), &config, NOW);
+        assert_eq!(c.clean_runs, vec![3]);
+        assert!(c.successes.is_empty());
+        assert_eq!(c.classification.as_deref(), Some("sandbox `make *`"));
+    }
+
+    #[test]
+    fn the_classification_ignores_the_line_but_not_the_tier_or_options() {
+        use crate::shell::{analyze, Analysis, Limits};
+        let map = |body: &str| {
+            crate::tiermap::parse(&format!("---\nrevision: 1\n---\n\n# m\n\n{body}")).unwrap()
+        };
+        let Analysis::Parsed(script) = analyze("make all && ./run.sh", &Limits::default()) else {
+            panic!()
+        };
+        let a = map("## Tier 1 — sandbox\n- `make *`\n");
+        let b = map("Some prose.\n\n## Tier 1 — sandbox\n- `make *`\n");
+        let c = map("## Tier 1 — sandbox\n- `make *` — network\n");
+        let d = map("## Tier 2 — ask\n- `make *`\n");
+        let fa = classification(&script, Some(&a));
+        assert_eq!(fa, classification(&script, Some(&b)));
+        assert_ne!(fa, classification(&script, Some(&c)));
+        assert_ne!(fa, classification(&script, Some(&d)));
+        assert!(fa.ends_with("\nunknown"), "{fa}");
+        assert_eq!(classification(&script, None), "unknown\nunknown");
     }
 }

@@ -264,6 +264,9 @@ fn remembered_and_learned_rules() {
         },
         rule(11, RuleKind::Approve, PROJECT, "rm -rf ~"),
         rule(12, RuleKind::Reject, PROJECT, "git status"),
+        rule(13, RuleKind::Learned, PROJECT, "git push origin main"),
+        rule(14, RuleKind::Learned, PROJECT, "terraform destroy prod"),
+        rule(15, RuleKind::Learned, PROJECT, "sudo make install"),
     ]);
     table! { w;
         allow("npm install left-pad" => Remembered);
@@ -278,6 +281,11 @@ fn remembered_and_learned_rules() {
         test_run("make lint");
         deny("rm -rf ~" => Catastrophic);
         deny("git status" => Remembered);
+        // Learned under an older map that did not reclassify it; the current map says tier 2 or 3,
+        // or the command changes who runs it: the learned entry never stands.
+        ask("git push origin main" => TierMap);
+        deny("terraform destroy prod" => TierMap);
+        ask("sudo make install" => ToolPolicy);
     }
     match w.bash("make deploy") {
         Step::Decided(Decision::Deny(e)) => assert!(e.reason.contains("because"), "{}", e.reason),

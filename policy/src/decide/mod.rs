@@ -368,26 +368,16 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
             "every part is a read with no writing flag, redirection or secret path".into(),
         )));
     }
-    for (kind, source, what) in [
-        (
-            RuleKind::Approve,
+    if let Some(r) = rule_hit.iter().find(|r| r.kind == RuleKind::Approve) {
+        return decided(Decision::Allow(ev(
             Source::Remembered,
-            "the operator approved this exact command and asked cmdgate to remember it",
-        ),
-        (
-            RuleKind::Learned,
-            Source::Learned,
-            "learned: this exact command test-ran clean and then succeeded for real repeatedly",
-        ),
-    ] {
-        if let Some(r) = rule_hit.iter().find(|r| r.kind == kind) {
-            return decided(Decision::Allow(ev(
-                source,
-                Some(format!("rule #{}", r.id)),
-                what.into(),
-            )));
-        }
+            Some(format!("rule #{}", r.id)),
+            "the operator approved this exact command and asked cmdgate to remember it".into(),
+        )));
     }
+    // A learned entry only stands where the command would otherwise be test-run: a map that now
+    // puts a part in tier 2 (or behind a privilege wrapper) asks, whatever was learned before.
+    let learned = rule_hit.iter().find(|r| r.kind == RuleKind::Learned);
     // 6–7. Per part: tier 2, privilege wrappers and run-time values ⇒ ask; else test-run.
     let mut options = SandboxOptions::default();
     let mut first_tier1 = true;
@@ -460,6 +450,14 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
                 )));
             }
         }
+    }
+    if let Some(r) = learned {
+        return decided(Decision::Allow(ev(
+            Source::Learned,
+            Some(format!("rule #{}", r.id)),
+            "learned: this exact command test-ran clean and then succeeded for real repeatedly"
+                .into(),
+        )));
     }
     let mut why = Vec::new();
     if !tier1_rules.is_empty() {

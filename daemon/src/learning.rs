@@ -1,0 +1,99 @@
+//! The learned allowlist's ties to the tier map: the classification a command's evidence was
+//! gathered under, and the review that demotes entries a newly accepted revision reclassifies
+//! ("same tier-map revision or one that does not reclassify it"). The state machine itself is
+//! `cmdgate_policy::learn`; promotion and demotion rows are written by `daemon::apply_learning`.
+
+use cmdgate_policy::decide::canonical_key;
+use cmdgate_policy::learn::{classification, LearnEvent, PromotionConfig, PromotionContext};
+use cmdgate_policy::shell::{self, Analysis, Limits};
+use cmdgate_policy::tiermap::Snapshot;
+use rusqlite::{params, Connection};
+
+use crate::daemon::apply_learning;
+use crate::store::StoreError;
+
+/// What a command that cannot be analysed is classified as: never equal to a real classification,
+/// so such a record is always reset rather than kept.
+const UNANALYZABLE: &str = "unanalyzable";
+
+/// The command's classification under the snapshot's map (`unknown` parts in a read-only project).
+pub(crate) fn classification_of(command: &str, snapshot: &Snapshot) -> String {
+    match shell::analyze(command, &Limits::default()) {
+        Analysis::Parsed(script) => classification(&script, snapshot.tier_map()),
+        Analysis::Unanalyzable(_) => UNANALYZABLE.to_owned(),
+    }
+}
+
+/// The rule key of a command, if it can be analysed.
+pub(crate) fn key_of(command: &str) -> Option<String> {
+    match shell::analyze(command, &Limits::default()) {
+        Analysis::Parsed(script) => Some(canonical_key(&script)),
+        Analysis::Unanalyzable(_) => None,
+    }
+}
+
+/// Applies a newly accepted map revision (audit row `audit_id`) to every learning record of the
+/// project: a record whose evidence was gathered under another classification loses its progress,
+/// and a promoted one is demoted (its learned rule disabled, audited). `true` when rules changed.
+pub(crate) fn review(
+    c: &Connection,
+    project: &str,
+    snapshot: &Snapshot,
+    audit_id: i64,
+    config: &PromotionConfig,
+) -> Result<bool, StoreError> {
+    let mut changed = false;
+    for key in keys_of(c, project)? {
+        // The key is the canonical, shell-quoted form: it parses back to the same argv. One that
+        // does not parse is classified as unanalysable, so it is reset, never kept.
+        let class = classification_of(&key, snapshot);
+        changed |= apply_learning(
+            c,
+            project,
+            &key,
+            LearnEvent::Reclassified(audit_id),
+            PromotionContext {
+                classification: Some(&class),
+                ..PromotionContext::default()
+            },
+            config,
+        )?;
+    }
+    Ok(changed)
+}
+
+fn keys_of(c: &Connection, project: &str) -> Result<Vec<String>, StoreError> {
+    let mut stmt = c.prepare("SELECT key FROM learn_records WHERE project = ?1 ORDER BY key")?;
+    let keys = stmt
+        .query_map(params![project], |r| r.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmdgate_policy::shell::{analyze, Analysis};
+
+    #[test]
+    fn a_canonical_key_classifies_like_the_command_it_came_from() {
+        let snapshot = Snapshot::ReadOnly {
+            reason: "test".into(),
+        };
+        for command in [
+            "make all && ./run.sh --flag 'two words'",
+            "FOO=1 cargo test -- --nocapture > out.txt",
+        ] {
+            let key = key_of(command).unwrap();
+            assert_eq!(
+                classification_of(&key, &snapshot),
+                classification_of(command, &snapshot)
+            );
+            let Analysis::Parsed(again) = analyze(&key, &Limits::default()) else {
+                panic!("{key}")
+            };
+            assert_eq!(canonical_key(&again), key, "the key is stable");
+        }
+        assert_eq!(classification_of("echo $(", &snapshot), UNANALYZABLE);
+    }
+}
