@@ -10,11 +10,33 @@
 use std::path::Path;
 
 use cmdgate_policy::decide::{canonical_key, RuleKind};
+use cmdgate_policy::shell::read::{
+    classify, ReadPolicy, ReadVerdict, SecretPaths, DEFAULT_SECRET_PATTERNS,
+};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use rusqlite::Connection;
 use serde_json::json;
 
 use crate::clock;
+
+/// Whether the hook's built-in read list allows `script` locally (so the daemon never sees it).
+/// The secret paths are resolved against this process's home: a secret named by the agent's absolute
+/// home path may be judged a read here, which only refuses a rule, never allows a call.
+fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/nonexistent".into());
+    let mut secrets: Vec<String> = DEFAULT_SECRET_PATTERNS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    secrets.extend(extra_secrets.iter().cloned());
+    let policy = ReadPolicy {
+        home: home.clone(),
+        cwd: None,
+        secrets: SecretPaths::new(&secrets, &home),
+        extension: None,
+    };
+    classify(script, &policy) == ReadVerdict::PureRead
+}
 use crate::daemon::{rule_kind, Daemon};
 use crate::server::api::{AddRule, RuleEdit};
 use crate::server::ApiResponse;
@@ -153,7 +175,20 @@ impl Daemon {
             );
         }
         let key = match shell::analyze(&add.command, &Limits::default()) {
-            Analysis::Parsed(script) => canonical_key(&script),
+            Analysis::Parsed(script) => {
+                if add.kind != "approve" && is_fast_path_read(&script, &self.config.secret_paths) {
+                    return ApiResponse::error(
+                        400,
+                        &format!(
+                            "`{}` is a read: the hook allows it locally without asking the daemon, so a {} rule \
+                             would never match. To make reading a file need a person, add its path to \
+                             `secret_paths` in config.toml (secret paths always reach the daemon).",
+                            add.command, add.kind
+                        ),
+                    );
+                }
+                canonical_key(&script)
+            }
             Analysis::Unanalyzable(u) => {
                 return ApiResponse::error(400, &format!("the command cannot be analysed: {u:?}"))
             }

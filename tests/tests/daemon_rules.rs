@@ -311,7 +311,7 @@ fn concurrent_edits_against_the_same_revision_never_both_apply() {
     g.start();
     let mut ids = Vec::new();
     for word in ["one", "two", "three", "four"] {
-        let added = g.cli_json(&["rules", "remember", "reject", "--json", "--", "echo", word]);
+        let added = g.cli_json(&["rules", "remember", "reject", "--json", "--", "touch", word]);
         ids.push(added["id"].as_i64().unwrap().to_string());
     }
     let seen = revision(&g).to_string();
@@ -446,4 +446,31 @@ fn a_learned_promotion_raises_the_revision_and_shows_its_sources_and_matches() {
     let promoted = revision(&g);
     g.post("second", command, false);
     assert!(revision(&g) > promoted);
+}
+
+#[test]
+fn a_rule_about_a_read_is_refused_because_the_hook_never_asks_about_reads() {
+    let mut g = Gate::new();
+    g.init_signed();
+    g.start();
+    let before = revision(&g);
+    for args in [
+        &["rules", "always-ask", "--", "ls", "-la"][..],
+        &["rules", "remember", "reject", "--", "cat", "README.md"][..],
+    ] {
+        let done = g.cli(args);
+        assert!(!done.status.success(), "{args:?} was stored");
+        assert!(
+            done.stderr_text().contains("is a read") && done.stderr_text().contains("secret_paths"),
+            "{args:?}: {}",
+            done.stderr_text()
+        );
+    }
+    assert_eq!(revision(&g), before, "nothing was stored");
+    // A secret read does reach the daemon, so a rule about it is kept.
+    let kept = g.cli(&["rules", "always-ask", "--", "cat", "~/.ssh/id_rsa"]);
+    assert!(kept.status.success(), "{}", kept.stderr_text());
+    // And an approval of a read is harmless (it is allowed anyway), so it is not refused.
+    let kept = g.cli(&["rules", "remember", "approve", "--", "ls"]);
+    assert!(kept.status.success(), "{}", kept.stderr_text());
 }
