@@ -49,11 +49,20 @@ pub struct PromotionConfig {
     /// Clean test-runs needed, and real successes needed (each). Zero is treated as one: nothing is
     /// promoted without evidence.
     pub k: u32,
+    /// The evidence window, in ms: a command that has not earned its promotion within this long of
+    /// its first piece of evidence starts again (old clean runs say little about today's command).
+    pub window_ms: u64,
 }
+
+/// Seven days.
+pub const DEFAULT_WINDOW_MS: u64 = 7 * 24 * 60 * 60 * 1000;
 
 impl Default for PromotionConfig {
     fn default() -> Self {
-        PromotionConfig { k: 3 }
+        PromotionConfig {
+            k: 3,
+            window_ms: DEFAULT_WINDOW_MS,
+        }
     }
 }
 
@@ -122,6 +131,9 @@ pub struct Record {
     /// it was kept: the next classification seen is adopted without a reset).
     #[serde(default)]
     pub classification: Option<String>,
+    /// When the evidence since the last reset began (`None`: none yet).
+    #[serde(default)]
+    pub since: Option<UnixMillis>,
 }
 
 impl Default for Record {
@@ -132,6 +144,7 @@ impl Default for Record {
             successes: Vec::new(),
             provenance: Vec::new(),
             classification: None,
+            since: None,
         }
     }
 }
@@ -185,6 +198,17 @@ impl Record {
                 return demoted.or(again);
             }
         }
+        // Evidence older than the window no longer counts towards a promotion.
+        if let (false, Some(since)) = (self.is_promoted(), self.since) {
+            if now.0.saturating_sub(since.0) > config.window_ms {
+                self.clean_runs.clear();
+                self.successes.clear();
+                self.since = None;
+            }
+        }
+        if matches!(event, LearnEvent::CleanTestRun(_)) && self.since.is_none() {
+            self.since = Some(now);
+        }
         match event {
             LearnEvent::Reclassified(_) => None,
             LearnEvent::CleanTestRun(id) => {
@@ -209,6 +233,7 @@ impl Record {
     fn forget(&mut self, id: AuditId, now: UnixMillis) -> Option<LearnTransition> {
         self.clean_runs.clear();
         self.successes.clear();
+        self.since = None;
         if self.is_promoted() {
             self.provenance.clear();
             self.standing = Standing::Demoted {
@@ -263,7 +288,10 @@ mod tests {
         events: &[LearnEvent],
         ctx: PromotionContext,
     ) -> Vec<LearnTransition> {
-        let config = PromotionConfig { k: 2 };
+        let config = PromotionConfig {
+            k: 2,
+            ..PromotionConfig::default()
+        };
         events
             .iter()
             .filter_map(|e| record.apply(*e, ctx, &config, NOW))
@@ -271,6 +299,33 @@ mod tests {
     }
 
     use LearnEvent::*;
+
+    #[test]
+    fn evidence_older_than_the_window_no_longer_counts() {
+        let config = PromotionConfig {
+            k: 2,
+            window_ms: 1000,
+        };
+        let mut r = Record::default();
+        let at = |ms| UnixMillis(ms);
+        assert_eq!(r.apply(CleanTestRun(1), OK, &config, at(0)), None);
+        assert_eq!(r.apply(RealSuccess(2), OK, &config, at(500)), None);
+        // Past the window: the two above are forgotten, this clean run starts a new count.
+        assert_eq!(r.apply(CleanTestRun(3), OK, &config, at(1600)), None);
+        assert_eq!(r.clean_runs, vec![3]);
+        assert!(r.successes.is_empty());
+        assert_eq!(r.apply(RealSuccess(4), OK, &config, at(1700)), None);
+        assert_eq!(r.apply(CleanTestRun(5), OK, &config, at(1800)), None);
+        assert_eq!(
+            r.apply(RealSuccess(6), OK, &config, at(1900)),
+            Some(LearnTransition::Promoted {
+                provenance: vec![3, 4, 5, 6]
+            })
+        );
+        // A promoted entry does not expire by age (demotion is by evidence).
+        assert_eq!(r.apply(RealSuccess(7), OK, &config, at(1_000_000)), None);
+        assert!(r.is_promoted());
+    }
 
     #[test]
     fn k_clean_runs_then_k_successes_promote() {
@@ -421,7 +476,10 @@ mod tests {
     #[test]
     fn k_zero_is_treated_as_one() {
         let mut r = Record::default();
-        let config = PromotionConfig { k: 0 };
+        let config = PromotionConfig {
+            k: 0,
+            ..PromotionConfig::default()
+        };
         assert_eq!(r.apply(RealSuccess(1), OK, &config, NOW), None);
         assert_eq!(r.apply(CleanTestRun(2), OK, &config, NOW), None);
         assert!(matches!(
@@ -439,7 +497,10 @@ mod tests {
 
     #[test]
     fn a_map_that_does_not_reclassify_keeps_the_entry() {
-        let config = PromotionConfig { k: 1 };
+        let config = PromotionConfig {
+            k: 1,
+            ..PromotionConfig::default()
+        };
         let mut r = Record::default();
         let _ = r.apply(CleanTestRun(1), ctx("sandbox `make *`"), &config, NOW);
         let t = r.apply(RealSuccess(2), OK, &config, NOW);
@@ -454,7 +515,10 @@ mod tests {
 
     #[test]
     fn a_map_that_reclassifies_demotes_and_resets_progress() {
-        let config = PromotionConfig { k: 2 };
+        let config = PromotionConfig {
+            k: 2,
+            ..PromotionConfig::default()
+        };
         let mut r = Record::default();
         for e in [
             CleanTestRun(1),
