@@ -26,6 +26,8 @@ pub struct Gate {
     pub cmdgated: PathBuf,
     pub cmdgate: PathBuf,
     pub hook: PathBuf,
+    /// Extra environment for `cmdgated` alone (set before `start`), e.g. a private session bus.
+    pub daemon_env: Vec<(String, String)>,
     daemon: Option<Child>,
     starts: u32,
 }
@@ -73,6 +75,7 @@ impl Gate {
             data,
             spool,
             proj,
+            daemon_env: Vec::new(),
             daemon: None,
             starts: 0,
         }
@@ -154,6 +157,7 @@ impl Gate {
         let log = std::fs::File::create(self.log_path()).unwrap();
         let mut cmd = Command::new(&self.cmdgated);
         self.env(&mut cmd);
+        cmd.envs(self.daemon_env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
