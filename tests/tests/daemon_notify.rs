@@ -76,16 +76,7 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 /// A PreToolUse for `command` through the hook, answered on a channel (it blocks while held).
 fn held(g: &Gate, tool_use_id: &str, command: &str) -> mpsc::Receiver<(String, String)> {
     let mut cmd = g.hook_command();
-    let event = json!({
-        "session_id": "sess-1",
-        "transcript_path": g.dir.path().join("t.jsonl"),
-        "cwd": g.proj,
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "tool_use_id": tool_use_id,
-    });
+    let event = g.pre_event(tool_use_id, "Bash", json!({"command": command}));
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let done = run_bounded(&mut cmd, event.to_string().as_bytes(), HANG_BOUND * 4);

@@ -211,17 +211,7 @@ impl Gate {
 
     /// A PreToolUse for `tool` through the real hook; returns (decision, reason).
     pub fn pre_tool(&self, tool_use_id: &str, tool: &str, input: Value) -> (String, String) {
-        let event = json!({
-            "session_id": "sess-1",
-            "transcript_path": self.dir.path().join("t.jsonl"),
-            "cwd": self.proj,
-            "permission_mode": "default",
-            "hook_event_name": "PreToolUse",
-            "tool_name": tool,
-            "tool_input": input,
-            "tool_use_id": tool_use_id,
-        });
-        let done = self.hook_run(&event);
+        let done = self.hook_run(&self.pre_event(tool_use_id, tool, input));
         assert!(
             done.status.success(),
             "the hook exited {:?}: {}",
@@ -241,6 +231,20 @@ impl Gate {
                 .unwrap_or_default()
                 .to_owned(),
         )
+    }
+
+    /// The PreToolUse event `pre_tool` sends (session `sess-1`), for driving the hook yourself.
+    pub fn pre_event(&self, tool_use_id: &str, tool: &str, input: Value) -> Value {
+        json!({
+            "session_id": "sess-1",
+            "transcript_path": self.dir.path().join("t.jsonl"),
+            "cwd": self.proj,
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": tool,
+            "tool_input": input,
+            "tool_use_id": tool_use_id,
+        })
     }
 
     pub fn pre(&self, tool_use_id: &str, command: &str) -> (String, String) {
