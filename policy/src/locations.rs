@@ -29,6 +29,10 @@ pub struct Locations {
 /// The pinned-keys file inside the config dir.
 pub const TRUSTED_KEYS_FILE: &str = "trusted-keys";
 
+/// The tier map revisions the daemon accepted, inside the data dir (format: `docs/tiermap.md`,
+/// "Replay protection"): the hook reads it before it uses a project map's tier 0 by itself.
+pub const TIERMAP_REVISIONS_FILE: &str = "tiermap-revisions";
+
 impl Locations {
     /// Resolves locations from environment values (passed in: no IO here).
     ///
@@ -80,6 +84,12 @@ impl Locations {
         format!("{}/{TRUSTED_KEYS_FILE}", self.config_dir)
     }
 
+    /// The daemon's published record of the highest tier map revision accepted per project
+    /// (written by the daemon, read by the hook's fast path).
+    pub fn tiermap_revisions(&self) -> String {
+        format!("{}/{TIERMAP_REVISIONS_FILE}", self.data_dir)
+    }
+
     /// Paths an agent's command must never touch: whoever can write them can widen the gate.
     /// `home` adds the user-level Claude Code settings (where the hook is registered).
     pub fn own_paths(&self, home: &str) -> Vec<String> {
@@ -88,6 +98,8 @@ impl Locations {
         let mut v = vec![
             self.config_dir.clone(),
             self.data_dir.clone(),
+            // Inside the data dir, so already covered; named so it survives a data dir change.
+            self.tiermap_revisions(),
             self.socket.clone(),
             self.admin_socket.clone(),
             format!("{home}/.claude/settings.json"),
@@ -124,6 +136,13 @@ mod tests {
         assert_eq!(l.data_dir, "/home/a/.local/share/cmdgate");
         assert_eq!(l.socket, "/run/user/1000/cmdgate/cmdgate.sock");
         assert_eq!(l.trusted_keys(), "/home/a/.config/cmdgate/trusted-keys");
+        assert_eq!(
+            l.tiermap_revisions(),
+            "/home/a/.local/share/cmdgate/tiermap-revisions"
+        );
+        assert!(l
+            .own_paths("/home/a")
+            .contains(&"/home/a/.local/share/cmdgate/tiermap-revisions".to_owned()));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //!   is sent to the signer (a domain-separated SHA-256 digest of the canonical bytes).
 //! - [`verify`] checks the trailer's signature against [`PinnedKeys`] and only then parses the map.
 //! - [`check_revision`] rejects replayed (older, or same-revision-different-content) maps.
+//! - [`published`] is the daemon's record of accepted revisions, which the hook's fast path reads.
 //! - [`Snapshot`] is what the decision engine sees: a verified map, or read-only with a reason.
 //!
 //! Everything here is pure: text in, values out.
@@ -15,6 +16,7 @@ mod canonical;
 mod keys;
 mod parse;
 mod pattern;
+pub mod published;
 mod starter;
 mod verify;
 
