@@ -157,8 +157,13 @@ impl Daemon {
         if let Some(why) = testruns.unavailable() {
             eprintln!("cmdgated: test-runs unavailable: {why}; tier 1 and unknown commands will be asked, never allowed");
         }
+        // Publish the accepted revisions before serving, so the hook's replay check is right
+        // from the first call.
+        let tiermaps = TierMaps::new(PathBuf::from(paths.locations.trusted_keys()))
+            .publishing(PathBuf::from(paths.locations.tiermap_revisions()));
+        tiermaps.publish(&store).await?;
         Ok(Arc::new(Daemon {
-            tiermaps: TierMaps::new(PathBuf::from(paths.locations.trusted_keys())),
+            tiermaps,
             config,
             paths,
             store,

@@ -7,13 +7,21 @@
 //! neither does the last valid revision while that content is on disk: the project is read-only with
 //! the reason (DESIGN: no valid map ⇒ read-only) until the operator re-signs the file or restores the
 //! signed one. Each failure is reported (status, one audit row per content).
+//!
+//! Every accepted revision is also published for the hook, which keeps no state of its own:
+//! `<data dir>/tiermap-revisions` (`Locations::tiermap_revisions`, format in
+//! `cmdgate_policy::tiermap::published`) holds each project's highest accepted revision, rewritten
+//! whole (tmp + rename, mode 0644) after every record and once at start from the store, so the hook
+//! never uses a replayed map's tier 0 to allow a command by itself.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
+use std::io::Write as _;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cmdgate_policy::breaker::Integrity;
+use cmdgate_policy::tiermap::published::{self, Published};
 use cmdgate_policy::tiermap::{
     self, check_revision, ContentHash, PinnedKeys, ReplayError, Snapshot, VerifyError,
 };
@@ -95,6 +103,40 @@ pub struct ProjectStatus {
 pub struct TierMaps {
     keys: Mutex<Keys>,
     projects: Mutex<HashMap<PathBuf, Project>>,
+    /// Where accepted revisions are published for the hook (`None`: not published, unit tests).
+    published: Option<PathBuf>,
+    /// Serialises publishing, so an older read of the store never overwrites a newer file.
+    publish_lock: Mutex<()>,
+}
+
+/// Writes `text` to `path` whole: a fresh temp file beside it (mode 0644: the hook may run as
+/// another uid), fsync, rename over `path`.
+fn write_published(path: &Path, text: &str) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp.{}", std::process::id()));
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        // The daemon's umask (0077 under systemd) must not hide it from the hook.
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 impl TierMaps {
@@ -107,7 +149,44 @@ impl TierMaps {
                 keys: Err("not loaded yet".into()),
             }),
             projects: Mutex::new(HashMap::new()),
+            published: None,
+            publish_lock: Mutex::new(()),
         }
+    }
+
+    /// Publishes accepted revisions to `path` (the daemon passes `Locations::tiermap_revisions`).
+    pub fn publishing(mut self, path: PathBuf) -> TierMaps {
+        self.published = Some(path);
+        self
+    }
+
+    /// Rewrites the published revisions from the store: at start (so the file is right before the
+    /// first request) and after every recorded revision. A store error is returned; a file that
+    /// cannot be written is reported on stderr (the daemon's own replay check still applies, but
+    /// the hook may then see an older record until the next successful write).
+    pub async fn publish(&self, store: &Store) -> Result<(), StoreError> {
+        let Some(path) = self.published.clone() else {
+            return Ok(());
+        };
+        let _serial = self.publish_lock.lock().await;
+        let rows = store.read(state::highest_revisions).await?;
+        let entries: Vec<Published> = rows
+            .into_iter()
+            .map(|(root, seen)| Published { root, seen })
+            .collect();
+        let text = published::render(&entries);
+        let target = path.clone();
+        let written = tokio::task::spawn_blocking(move || write_published(&target, &text))
+            .await
+            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
+        if let Err(e) = written {
+            eprintln!(
+                "cmdgated: cannot publish accepted tier map revisions to {}: {e}; the hook may \
+                 use an older map's tier 0 until this succeeds",
+                path.display()
+            );
+        }
+        Ok(())
     }
 
     async fn keys(&self) -> (u64, Result<Arc<PinnedKeys>, String>) {
@@ -209,6 +288,7 @@ impl TierMaps {
                             store
                                 .write(move |c| state::record_revision(c, &p, &k, &s, at))
                                 .await?;
+                            self.publish(store).await?;
                             Ok(Snapshot::Verified(v))
                         }
                     }

@@ -326,6 +326,39 @@ pub fn seen_revisions(
     Ok(out)
 }
 
+/// Every project's highest accepted revision under any key (ties: the most recently accepted),
+/// sorted by project: what the daemon publishes for the hook (`tiermap-revisions`).
+pub fn highest_revisions(conn: &Connection) -> Result<Vec<(String, SeenRevision)>, StoreError> {
+    let mut stmt = conn.prepare(
+        "SELECT project, revision, content_hash FROM tiermap_revisions \
+         ORDER BY project, revision DESC, first_seen_ms DESC",
+    )?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut out: Vec<(String, SeenRevision)> = Vec::new();
+    for (project, revision, hash) in rows {
+        if out.last().is_some_and(|(p, _)| *p == project) {
+            continue;
+        }
+        let seen = SeenRevision {
+            revision: u64::try_from(revision)
+                .map_err(|_| StoreError::Corrupt(format!("negative revision {revision}")))?,
+            content_hash: ContentHash::from_hex(&hash).ok_or_else(|| {
+                StoreError::Corrupt(format!("bad content hash {hash:?} for {project}"))
+            })?,
+        };
+        out.push((project, seen));
+    }
+    Ok(out)
+}
+
 /// Records an accepted revision; only ever raises it (a lower one is ignored: the caller already
 /// refused it, and this keeps the invariant even if two loads race).
 pub fn record_revision(
@@ -393,6 +426,50 @@ mod tests {
             conn.execute_batch(m).unwrap();
         }
         conn
+    }
+
+    #[test]
+    fn highest_revisions_take_the_top_of_every_key() {
+        let conn = db();
+        let h = |b| ContentHash([b; 32]);
+        let rec = |p: &str, k: &str, revision, b, at| {
+            record_revision(
+                &conn,
+                p,
+                k,
+                &SeenRevision {
+                    revision,
+                    content_hash: h(b),
+                },
+                at,
+            )
+            .unwrap();
+        };
+        assert!(highest_revisions(&conn).unwrap().is_empty());
+        rec("/b", "old", 7, 1, 1);
+        rec("/b", "new", 3, 2, 2);
+        rec("/a", "k", 2, 3, 3);
+        rec("/a", "k", 4, 4, 4);
+        let got = highest_revisions(&conn).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "/a".to_string(),
+                    SeenRevision {
+                        revision: 4,
+                        content_hash: h(4)
+                    }
+                ),
+                (
+                    "/b".to_string(),
+                    SeenRevision {
+                        revision: 7,
+                        content_hash: h(1)
+                    }
+                ),
+            ]
+        );
     }
 
     #[test]
