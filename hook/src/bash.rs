@@ -2,6 +2,7 @@
 //! of the verified tier map). Also finds tier-3 and built-in catastrophic commands, which matter when
 //! the escape hatch is on (the daemon makes its own, fuller check otherwise).
 
+use std::cell::Cell;
 use std::path::Path;
 
 use cmdgate_policy::decide::catastrophic::{self, Guarded};
@@ -83,14 +84,49 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
 
     let mut policy = ReadPolicy::new(&home);
     policy.cwd = Some(cwd.display().to_string());
+    // Whether tier 0 vouched for any command: only then is the map what makes it a read.
+    let vouched = Cell::new(false);
     let tier0 = |argv: &[&str]| {
-        verified.is_some_and(|v| matches!(v.map.classify(argv), Some((Tier::Read, _))))
+        let read = verified.is_some_and(|v| matches!(v.map.classify(argv), Some((Tier::Read, _))));
+        if read {
+            vouched.set(true);
+        }
+        read
     };
     if verified.is_some() {
         policy.extension = Some(&tier0);
     }
     match read::classify(script, &policy) {
         ReadVerdict::PureRead => match &map {
+            // About to allow on the map's word: it must not be a replay of an older revision.
+            MapState::Verified(v) if vouched.get() => {
+                match crate::replay::check(cfg.revisions_path.as_deref(), project_dir, v) {
+                    Ok(()) => Local::Read {
+                        rule: format!(
+                            "built-in read list + tier 0 of CLAUDE_CMDS.md revision {}",
+                            v.revision
+                        ),
+                        tiermap_revision: Some(v.revision),
+                    },
+                    Err(why) => {
+                        // The built-in read list alone, as with no map.
+                        policy.extension = None;
+                        let unused = format!(
+                            "tier 0 of CLAUDE_CMDS.md revision {} is not used by the hook: {why}",
+                            v.revision
+                        );
+                        match read::classify(script, &policy) {
+                            ReadVerdict::PureRead => Local::Read {
+                                rule: format!("built-in read list ({unused})"),
+                                tiermap_revision: None,
+                            },
+                            ReadVerdict::NotRead { reason, .. } => {
+                                Local::Route(format!("not a read: {reason}; {unused}"))
+                            }
+                        }
+                    }
+                }
+            }
             MapState::Verified(v) => Local::Read {
                 rule: format!(
                     "built-in read list + tier 0 of CLAUDE_CMDS.md revision {}",

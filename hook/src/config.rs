@@ -27,6 +27,10 @@ pub struct Config {
     /// want no keys. A file that does not exist means "no keys", so no project map verifies and the
     /// built-in list applies.
     pub keys_path: Option<PathBuf>,
+    /// The daemon's published record of accepted tier map revisions
+    /// (`<data dir>/tiermap-revisions`): a project map whose revision it shows to be replayed is
+    /// not used for local allows. `None` only in unit tests.
+    pub revisions_path: Option<PathBuf>,
     /// Where spool records go; `None` when no location is known (records are then dropped).
     pub spool_dir: Option<PathBuf>,
     /// The internal deadline for PreToolUse: past it the watchdog prints deny and exits 0.
@@ -122,6 +126,9 @@ impl Config {
         let locations = Locations::from_env(|k| env(k).and_then(|v| v.into_string().ok()));
         let socket = PathBuf::from(&locations.socket);
         let keys_path = Some(PathBuf::from(locations.trusted_keys()));
+        // Accepted revisions: <data dir>/tiermap-revisions, data dir $CMDGATE_HOME; system mode
+        // /var/lib/cmdgate; $XDG_DATA_HOME/cmdgate; ~/.local/share/cmdgate.
+        let revisions_path = Some(PathBuf::from(locations.tiermap_revisions()));
 
         let home = nonempty(env("HOME")).map(PathBuf::from);
         let own_paths = locations.own_paths(
@@ -180,6 +187,7 @@ impl Config {
         Ok(Config {
             socket,
             keys_path,
+            revisions_path,
             spool_dir,
             deadline,
             outcome_timeout,
@@ -215,6 +223,10 @@ mod tests {
         assert_eq!(
             c.keys_path,
             Some(PathBuf::from("/h/.config/cmdgate/trusted-keys"))
+        );
+        assert_eq!(
+            c.revisions_path,
+            Some(PathBuf::from("/h/.local/share/cmdgate/tiermap-revisions"))
         );
         assert_eq!(
             c.spool_dir,

@@ -9,6 +9,7 @@ pub mod gate;
 pub mod input;
 pub mod output;
 mod reads;
+mod replay;
 mod secrets;
 pub mod spool;
 mod tier;

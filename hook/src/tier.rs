@@ -1,7 +1,8 @@
 //! The project's tier map as the hook sees it: `CLAUDE_CMDS.md` at the project root, used only when
-//! its signature verifies against the operator's pinned keys (never read from the project). No
-//! replay check here: the hook keeps no state, so a replayed older map is caught by the daemon, and
-//! the hook only ever uses a map to *extend reads* (tier 0) or to route/deny more (tiers 1–3).
+//! its signature verifies against the operator's pinned keys (never read from the project). The
+//! hook keeps no state: before it uses tier 0 for a local allow, `replay::check` compares the map
+//! with the revisions the daemon published as accepted (a replayed older map is not used locally);
+//! tiers 1–3 only ever route or deny more, so they are used as they are.
 
 use std::fs::File;
 use std::io::{self, Read};

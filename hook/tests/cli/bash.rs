@@ -103,6 +103,65 @@ fn tier_zero_of_a_verified_map_extends_the_reads() {
     assert!(reason.contains("tier 2"), "{reason}");
 }
 
+/// Writes the daemon's record of accepted revisions (`<data dir>/tiermap-revisions`, data dir
+/// `$HOME/.local/share/cmdgate` in this world) saying `revision` of `text` was accepted for the
+/// workspace.
+fn record_accepted(w: &World, revision: u64, text: &str) {
+    use cmdgate_policy::tiermap::published::{render, Published};
+    let data = w.path("home/.local/share/cmdgate");
+    std::fs::create_dir_all(&data).unwrap();
+    let root = std::fs::canonicalize(w.path("work")).unwrap();
+    let entry = Published {
+        root: root.to_str().unwrap().to_owned(),
+        seen: tiermap::SeenRevision {
+            revision,
+            content_hash: tiermap::content_hash(text),
+        },
+    };
+    std::fs::write(data.join("tiermap-revisions"), render(&[entry])).unwrap();
+}
+
+#[test]
+fn a_replayed_map_does_not_extend_the_reads() {
+    let w = World::new();
+    // The daemon accepted revision 6; revision 5 is put back: `make docs` is no read any more.
+    let signed = signed_map(&w, MAP);
+    record_accepted(&w, 6, "a later map");
+    let reason = w.run(&w.pre("Bash", bash("make docs")), &[]).denied();
+    assert!(
+        reason.contains("not used by the hook") && reason.contains("older than revision 6"),
+        "{reason}"
+    );
+    // The built-in list still works.
+    let (d, reason) = w.run(&w.pre("Bash", bash("ls -la")), &[]).decision();
+    assert_eq!(d, "allow", "{reason}");
+
+    // The same revision with other content is a replay too; the accepted one is used.
+    record_accepted(&w, 5, "another map signed as revision 5");
+    let reason = w.run(&w.pre("Bash", bash("make docs")), &[]).denied();
+    assert!(reason.contains("different content"), "{reason}");
+    record_accepted(&w, 5, &signed);
+    let (d, reason) = w.run(&w.pre("Bash", bash("make docs")), &[]).decision();
+    assert_eq!(d, "allow", "{reason}");
+    assert!(reason.contains("revision 5"), "{reason}");
+    // An older record: the map on disk is newer than what the daemon saw, and is used.
+    record_accepted(&w, 4, "an older map");
+    let (d, reason) = w.run(&w.pre("Bash", bash("make docs")), &[]).decision();
+    assert_eq!(d, "allow", "{reason}");
+}
+
+#[test]
+fn a_damaged_record_of_accepted_revisions_extends_nothing() {
+    let w = World::new();
+    signed_map(&w, MAP);
+    let data = w.path("home/.local/share/cmdgate");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("tiermap-revisions"), "6 garbage\n").unwrap();
+    let reason = w.run(&w.pre("Bash", bash("make docs")), &[]).denied();
+    assert!(reason.contains("malformed"), "{reason}");
+    assert_eq!(w.run(&w.pre("Bash", bash("ls")), &[]).decision().0, "allow");
+}
+
 #[test]
 fn a_tampered_or_unpinned_map_extends_nothing() {
     let w = World::new();
