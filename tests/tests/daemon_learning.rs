@@ -10,11 +10,8 @@
 #[allow(dead_code)]
 mod daemon_common;
 
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use cmdgate_tests::proc::run_bounded;
 use daemon_common::Gate;
 use serde_json::{json, Value};
 
@@ -298,37 +295,6 @@ fn nothing_is_learned_while_the_breaker_is_open() {
     assert_eq!(source_and_sandbox(&g, "after"), ("sandbox".into(), true));
 }
 
-/// A PreToolUse in another project (its own cwd and `CLAUDE_PROJECT_DIR`).
-fn pre_in(g: &Gate, project: &Path, tool_use_id: &str, command: &str) -> (String, String) {
-    let event = json!({
-        "session_id": "sess-1",
-        "transcript_path": g.dir.path().join("t.jsonl"),
-        "cwd": project,
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "tool_use_id": tool_use_id,
-    });
-    let mut cmd = g.hook_command();
-    cmd.current_dir(project).env("CLAUDE_PROJECT_DIR", project);
-    let done = run_bounded(
-        &mut cmd,
-        event.to_string().as_bytes(),
-        Duration::from_secs(120),
-    );
-    assert!(done.status.success(), "{}", done.stderr_text());
-    let out: Value = serde_json::from_str(&done.stdout_text()).unwrap();
-    let h = &out["hookSpecificOutput"];
-    (
-        h["permissionDecision"].as_str().unwrap_or_default().into(),
-        h["permissionDecisionReason"]
-            .as_str()
-            .unwrap_or_default()
-            .into(),
-    )
-}
-
 #[test]
 fn a_command_learned_in_one_project_is_not_learned_in_another() {
     let mut g = Gate::new();
@@ -360,7 +326,7 @@ fn a_command_learned_in_one_project_is_not_learned_in_another() {
         "learned",
         "{reason}"
     );
-    let (d, reason) = pre_in(&g, &b, "first-in-b", BUILD);
+    let (d, reason) = g.pre_in(&b, "first-in-b", BUILD);
     assert_eq!(d, "allow", "{reason}");
     assert_eq!(
         source_and_sandbox(&g, "first-in-b"),

@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmdgate_tests::desktop::Desktop;
-use cmdgate_tests::proc::run_bounded;
 use daemon_common::{audit_id, Gate};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// A tier-2 command of the starter map: it needs a person.
 const ASKS: &str = "git commit --allow-empty -m x";
@@ -75,21 +74,12 @@ fn bounded<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static
 
 /// A PreToolUse for `command` through the hook, answered on a channel (it blocks while held).
 fn held(g: &Gate, tool_use_id: &str, command: &str) -> mpsc::Receiver<(String, String)> {
-    let mut cmd = g.hook_command();
-    let event = g.pre_event(tool_use_id, "Bash", json!({"command": command}));
+    let hook = g.spawn_pre(tool_use_id, command, &[]);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let done = run_bounded(&mut cmd, event.to_string().as_bytes(), HANG_BOUND * 4);
-        let out: Value = serde_json::from_str(&done.stdout_text()).unwrap_or_else(|e| {
-            panic!(
-                "hook output ({e}): {} {}",
-                done.stdout_text(),
-                done.stderr_text()
-            )
-        });
-        let h = &out["hookSpecificOutput"];
-        let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
-        let _ = tx.send((text("permissionDecision"), text("permissionDecisionReason")));
+        if let Ok(answer) = hook.join() {
+            let _ = tx.send(answer);
+        }
     });
     rx
 }

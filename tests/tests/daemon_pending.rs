@@ -4,58 +4,13 @@
 #[allow(dead_code)]
 mod daemon_common;
 
-use std::process::Command;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cmdgate_tests::proc::run_bounded;
 use daemon_common::Gate;
 use serde_json::{json, Value};
 
 /// A tier-2 command of the starter map: it needs a person.
 const ASKS: &str = "git commit --allow-empty -m approved";
-
-/// Runs a PreToolUse for `command` through the hook on a thread (it blocks while the request is
-/// held); joins to (decision, reason).
-fn pre_in_background(
-    g: &Gate,
-    tool_use_id: &str,
-    command: &str,
-    env: &[(&str, &str)],
-) -> JoinHandle<(String, String)> {
-    let mut cmd: Command = g.hook_command();
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let event = json!({
-        "session_id": "sess-bg",
-        "transcript_path": g.dir.path().join("t.jsonl"),
-        "cwd": g.proj,
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "tool_use_id": tool_use_id,
-    });
-    std::thread::spawn(move || {
-        let done = run_bounded(
-            &mut cmd,
-            event.to_string().as_bytes(),
-            Duration::from_secs(120),
-        );
-        assert!(done.status.success(), "hook: {}", done.stderr_text());
-        let out: Value = serde_json::from_str(&done.stdout_text())
-            .unwrap_or_else(|e| panic!("hook output ({e}): {}", done.stdout_text()));
-        let h = &out["hookSpecificOutput"];
-        (
-            h["permissionDecision"].as_str().unwrap_or_default().into(),
-            h["permissionDecisionReason"]
-                .as_str()
-                .unwrap_or_default()
-                .into(),
-        )
-    })
-}
 
 /// Waits (bounded) until `cmdgate pending` lists the request of `tool_use_id`; returns it.
 fn wait_pending(g: &Gate, tool_use_id: &str) -> Value {
@@ -104,7 +59,7 @@ fn a_pending_approval_answered_from_the_cli_unblocks_the_waiting_hook() {
     background(&g, "");
     g.init_signed();
     g.start();
-    let waiting = pre_in_background(&g, "bg-1", ASKS, &[]);
+    let waiting = g.spawn_pre("bg-1", ASKS, &[]);
     let p = wait_pending(&g, "bg-1");
     assert_eq!(p["command"], ASKS, "{p}");
     assert_eq!(p["rememberable"], true, "{p}");
@@ -142,7 +97,7 @@ fn a_remembered_rejection_answers_the_next_identical_call_without_holding_it() {
     background(&g, "");
     g.init_signed();
     g.start();
-    let waiting = pre_in_background(&g, "bg-r1", ASKS, &[]);
+    let waiting = g.spawn_pre("bg-r1", ASKS, &[]);
     let id = wait_pending(&g, "bg-r1")["id"].to_string();
     let answered = g.cli_json(&[
         "reject",
@@ -172,7 +127,7 @@ fn an_unanswered_request_is_denied_at_its_deadline_and_cannot_be_answered_late()
     background(&g, "wait_ms = 1500\n");
     g.init_signed();
     g.start();
-    let waiting = pre_in_background(&g, "bg-t", ASKS, &[]);
+    let waiting = g.spawn_pre("bg-t", ASKS, &[]);
     let id = wait_pending(&g, "bg-t")["id"].to_string();
     let (d, reason) = waiting.join().unwrap();
     assert_eq!(d, "deny", "{reason}");
@@ -192,7 +147,7 @@ fn a_restart_denies_what_waits_and_never_resurrects_it_but_keeps_remembered_rule
     g.init_signed();
     g.start();
     // A remembered approval with a note, made while the request waited.
-    let waiting = pre_in_background(&g, "bg-k1", ASKS, &[]);
+    let waiting = g.spawn_pre("bg-k1", ASKS, &[]);
     let id = wait_pending(&g, "bg-k1")["id"].to_string();
     let answered = g.cli_json(&[
         "approve",
@@ -206,7 +161,7 @@ fn a_restart_denies_what_waits_and_never_resurrects_it_but_keeps_remembered_rule
     assert_eq!(waiting.join().unwrap().0, "allow");
     // Another one is waiting when the daemon stops: its hook gets a deny, not a hang.
     let other = "git commit --allow-empty -m other";
-    let waiting = pre_in_background(&g, "bg-k2", other, &[]);
+    let waiting = g.spawn_pre("bg-k2", other, &[]);
     let stale = wait_pending(&g, "bg-k2")["id"].to_string();
     g.stop();
     let (d, reason) = waiting.join().unwrap();
@@ -240,32 +195,23 @@ fn the_session_overrides_the_configured_mode_both_ways() {
     let (d, reason) = g.pre("int-1", ASKS);
     assert_eq!(d, "ask", "{reason}");
     // This session asked for background mode: held.
-    let waiting = pre_in_background(
-        &g,
-        "int-2",
-        ASKS,
-        &[("CMDGATE_APPROVAL_MODE", "background")],
-    );
+    let waiting = g.spawn_pre("int-2", ASKS, &[("CMDGATE_APPROVAL_MODE", "background")]);
     let id = wait_pending(&g, "int-2")["id"].to_string();
     g.cli_json(&["reject", &id, "--json"]);
     assert_eq!(waiting.join().unwrap().0, "deny");
     g.stop();
     background(&g, "");
     g.start();
-    let (d, reason) = pre_in_background(
-        &g,
-        "int-3",
-        ASKS,
-        &[("CMDGATE_APPROVAL_MODE", "interactive")],
-    )
-    .join()
-    .unwrap();
+    let (d, reason) = g
+        .spawn_pre("int-3", ASKS, &[("CMDGATE_APPROVAL_MODE", "interactive")])
+        .join()
+        .unwrap();
     assert_eq!(d, "ask", "{reason}");
     // A typo in the override is refused, never guessed.
-    let (d, reason) =
-        pre_in_background(&g, "int-4", ASKS, &[("CMDGATE_APPROVAL_MODE", "backgroud")])
-            .join()
-            .unwrap();
+    let (d, reason) = g
+        .spawn_pre("int-4", ASKS, &[("CMDGATE_APPROVAL_MODE", "backgroud")])
+        .join()
+        .unwrap();
     assert_eq!(d, "deny", "{reason}");
     assert!(reason.contains("CMDGATE_APPROVAL_MODE"), "{reason}");
 }

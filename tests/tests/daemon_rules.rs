@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use cmdgate_tests::proc::{run_bounded, Finished};
 use daemon_common::Gate;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// The exit code of a conflicting rule edit (`cli_rules::EXIT_CONFLICT`, documented in docs/config.md).
 const EXIT_CONFLICT: i32 = 3;
@@ -62,40 +62,6 @@ fn other_project(g: &Gate) -> PathBuf {
     ]);
     assert!(done.status.success(), "init B: {}", done.stderr_text());
     b
-}
-
-/// A PreToolUse for a Bash command through the real hook, as Claude Code runs it in `project`.
-fn pre_in(g: &Gate, project: &Path, tool_use_id: &str, command: &str) -> (String, String) {
-    let event = json!({
-        "session_id": "sess-b",
-        "transcript_path": g.dir.path().join("t.jsonl"),
-        "cwd": project,
-        "permission_mode": "default",
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-        "tool_use_id": tool_use_id,
-    });
-    let mut cmd = g.hook_command();
-    cmd.current_dir(project).env("CLAUDE_PROJECT_DIR", project);
-    let done = run_bounded(
-        &mut cmd,
-        event.to_string().as_bytes(),
-        Duration::from_secs(120),
-    );
-    assert!(done.status.success(), "hook: {}", done.stderr_text());
-    let out: Value = serde_json::from_str(&done.stdout_text()).expect("hook JSON");
-    let h = &out["hookSpecificOutput"];
-    (
-        h["permissionDecision"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        h["permissionDecisionReason"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    )
 }
 
 #[test]
@@ -232,7 +198,7 @@ fn a_remembered_approval_is_scoped_to_its_project() {
     assert_eq!(d, "allow", "{reason}");
     assert!(reason.contains(&format!("rule #{id}")), "{reason}");
     // The same command in another project is still asked.
-    let (d, reason) = pre_in(&g, &b, "b-1", push);
+    let (d, reason) = g.pre_in(&b, "b-1", push);
     assert_eq!(d, "ask", "{reason}");
     assert!(!reason.contains(&format!("rule #{id}")), "{reason}");
 

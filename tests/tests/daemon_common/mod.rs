@@ -211,26 +211,42 @@ impl Gate {
 
     /// A PreToolUse for `tool` through the real hook; returns (decision, reason).
     pub fn pre_tool(&self, tool_use_id: &str, tool: &str, input: Value) -> (String, String) {
-        let done = self.hook_run(&self.pre_event(tool_use_id, tool, input));
-        assert!(
-            done.status.success(),
-            "the hook exited {:?}: {}",
-            done.status,
-            done.stderr_text()
-        );
-        let out: Value = serde_json::from_str(&done.stdout_text())
-            .unwrap_or_else(|e| panic!("hook output is not JSON ({e}): {:?}", done.stdout_text()));
-        let h = &out["hookSpecificOutput"];
-        (
-            h["permissionDecision"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            h["permissionDecisionReason"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-        )
+        hook_answer(&self.hook_run(&self.pre_event(tool_use_id, tool, input)))
+    }
+
+    /// A PreToolUse for a Bash command run in another `project` (its cwd and `CLAUDE_PROJECT_DIR`).
+    pub fn pre_in(&self, project: &Path, tool_use_id: &str, command: &str) -> (String, String) {
+        let mut event = self.pre_event(tool_use_id, "Bash", json!({"command": command}));
+        event["cwd"] = json!(project);
+        let mut cmd = self.hook_command();
+        cmd.current_dir(project).env("CLAUDE_PROJECT_DIR", project);
+        hook_answer(&run_bounded(
+            &mut cmd,
+            event.to_string().as_bytes(),
+            Duration::from_secs(120),
+        ))
+    }
+
+    /// A PreToolUse for a Bash command on its own thread, with `env` added to the hook's
+    /// environment: the hook blocks while the daemon holds the request for the operator.
+    pub fn spawn_pre(
+        &self,
+        tool_use_id: &str,
+        command: &str,
+        env: &[(&str, &str)],
+    ) -> std::thread::JoinHandle<(String, String)> {
+        let mut cmd = self.hook_command();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let event = self.pre_event(tool_use_id, "Bash", json!({"command": command}));
+        std::thread::spawn(move || {
+            hook_answer(&run_bounded(
+                &mut cmd,
+                event.to_string().as_bytes(),
+                Duration::from_secs(120),
+            ))
+        })
     }
 
     /// The PreToolUse event `pre_tool` sends (session `sess-1`), for driving the hook yourself.
@@ -329,6 +345,21 @@ impl Drop for Gate {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// The (decision, reason) a PreToolUse run of the hook printed; fails the test on anything else.
+pub fn hook_answer(done: &Finished) -> (String, String) {
+    assert!(
+        done.status.success(),
+        "the hook exited {:?}: {}",
+        done.status,
+        done.stderr_text()
+    );
+    let out: Value = serde_json::from_str(&done.stdout_text())
+        .unwrap_or_else(|e| panic!("hook output is not JSON ({e}): {:?}", done.stdout_text()));
+    let h = &out["hookSpecificOutput"];
+    let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+    (text("permissionDecision"), text("permissionDecisionReason"))
 }
 
 /// One HTTP/1.1 request over a Unix socket: (status, body).
