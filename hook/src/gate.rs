@@ -268,8 +268,11 @@ const MAX_REASON_CHARS: usize = 4000;
 /// Turns the daemon's decision into Claude Code's answer, with the provenance in the reason.
 pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
     let mut provenance = d.source.as_str().to_string();
-    if let Some(rule) = &d.rule {
-        provenance.push_str(&format!(", rule {rule}"));
+    match &d.rule {
+        // A stored rule names itself (`rule #12`); a tier-map rule is its pattern.
+        Some(rule) if rule.starts_with("rule #") => provenance.push_str(&format!(", {rule}")),
+        Some(rule) => provenance.push_str(&format!(", rule {rule}")),
+        None => {}
     }
     if let Some(rev) = d.tiermap_revision {
         provenance.push_str(&format!(", tier map revision {rev}"));
@@ -399,6 +402,34 @@ mod tests {
         assert_eq!(exit_code_from("Exit code 3\nboom"), Some(3));
         assert_eq!(exit_code_from("Error: Exit code 127"), Some(127));
         assert_eq!(exit_code_from("killed"), None);
+    }
+
+    #[test]
+    fn a_stored_rule_is_named_once_a_tier_rule_by_its_pattern() {
+        let call = crate::input::parse_call(
+            br#"{"session_id":"s","transcript_path":"/t","cwd":"/p","hook_event_name":"PreToolUse",
+                "tool_name":"Bash","tool_input":{"command":"make"},"tool_use_id":"t1"}"#,
+        )
+        .unwrap();
+        let answer = |rule: &str| {
+            let d = DecideResponse {
+                v: WIRE_VERSION,
+                decision: Verdict::Allow,
+                reason: "ok".into(),
+                source: Source::Remembered,
+                rule: Some(rule.into()),
+                tiermap_revision: None,
+                audit_id: Some(3),
+            };
+            render_decision(&call, &d).render().unwrap()
+        };
+        let stored = answer("rule #12");
+        assert!(
+            stored.contains("(remembered operator decision, rule #12, audit #3)"),
+            "{stored}"
+        );
+        let tier = answer("`make *`");
+        assert!(tier.contains(", rule `make *`,"), "{tier}");
     }
 
     #[test]

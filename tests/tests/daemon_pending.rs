@@ -181,7 +181,10 @@ fn a_restart_denies_what_waits_and_never_resurrects_it_but_keeps_remembered_rule
     // The rule and its note survived; the identical command is allowed without a person.
     let (d, reason) = g.pre("bg-k3", ASKS);
     assert_eq!(d, "allow", "{reason}");
-    assert!(reason.contains(&format!("rule #{rule}")), "{reason}");
+    assert!(
+        reason.contains(&format!("(remembered operator decision, rule #{rule},")),
+        "{reason}"
+    );
     let listed = g.cli(&["rules", "list", "--json"]).stdout_text();
     assert!(listed.contains("empty commits are fine"), "{listed}");
 }
