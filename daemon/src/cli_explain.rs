@@ -79,7 +79,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         Analysis::Parsed(script) => script
             .commands
             .iter()
-            .zip(decide::read_verdicts(script, &cwd_s, ctx))
+            .zip(decide::read_verdicts(script, &cwd_s, &root_s, ctx))
             .map(|(c, read)| {
                 json!({
                     "argv": c.argv.iter().map(word_text).collect::<Vec<_>>(),

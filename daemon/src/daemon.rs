@@ -426,6 +426,7 @@ impl Daemon {
             let read_policy = ReadPolicy {
                 home: home.clone(),
                 cwd: None,
+                project: None,
                 secrets: SecretPaths::new(&secrets, &home),
                 extension: None,
             };

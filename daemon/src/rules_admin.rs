@@ -32,6 +32,7 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
     let policy = ReadPolicy {
         home: home.clone(),
         cwd: None,
+        project: None,
         secrets: SecretPaths::new(&secrets, &home),
         extension: None,
     };

@@ -201,6 +201,23 @@ fn precedence_with_a_verified_map() {
 }
 
 #[test]
+fn secret_reads_ask_a_person_instead_of_a_test_run() {
+    // A test-run cannot see what a command read: a clean one would vouch for a leaked key.
+    table! { World::new();
+        ask("cat ~/.ssh/id_rsa" => ToolPolicy);
+        ask("grep -r KEY ~" => ToolPolicy);
+        ask("grep -R KEY /home/agent" => ToolPolicy);
+        ask("rg 'PRIVATE KEY' /" => ToolPolicy);
+        ask("grep -r DB_PASSWORD ." => ToolPolicy);
+        ask("ls && grep -rl AKIA .." => ToolPolicy);
+        allow("grep -rn TODO src" => BuiltinRead);
+        // `*.rs` also picks `.env.rs` (a `.env.*` file); a filter that skips dot files counts.
+        ask("rg -g '*.rs' 'fn main' ." => ToolPolicy);
+        allow("rg -g '[!.]*.rs' 'fn main' ." => BuiltinRead);
+    }
+}
+
+#[test]
 fn read_only_project_runs_reads_only() {
     let mut w = World::new();
     w.snapshot = Snapshot::read_only("no CLAUDE_CMDS.md in the project");
@@ -382,7 +399,50 @@ fn other_tools() {
         "ask"
     );
     assert_eq!(verb(t("Read", json!({"file_path": ".env"}))), "ask");
-    assert_eq!(verb(t("Grep", json!({"pattern": "x"}))), "allow");
+    // Grep searches recursively: not the project root itself (it may hold `.env`), not above
+    // a secret directory; a subdirectory, or a glob no secret name matches, is a read.
+    assert_eq!(verb(t("Grep", json!({"pattern": "x"}))), "ask");
+    for path in ["/home/agent", "/home", "/", "~", "/home/agent/.config"] {
+        assert_eq!(
+            verb(t("Grep", json!({"pattern": "PRIVATE KEY", "path": path}))),
+            "ask",
+            "{path}"
+        );
+    }
+    assert_eq!(
+        verb(t(
+            "Grep",
+            json!({"pattern": "x", "path": "/home/agent/proj/src"})
+        )),
+        "allow"
+    );
+    assert_eq!(
+        verb(t("Grep", json!({"pattern": "x", "path": "src"}))),
+        "allow"
+    );
+    assert_eq!(
+        verb(t(
+            "Grep",
+            json!({"pattern": "x", "glob": "[!.]*.{rs,toml}"})
+        )),
+        "allow"
+    );
+    assert_eq!(
+        verb(t("Grep", json!({"pattern": "x", "glob": "*.rs"}))),
+        "ask",
+        "`*.rs` picks `.env.rs` too"
+    );
+    assert_eq!(
+        verb(t("Grep", json!({"pattern": "x", "glob": "*.rs,*.pem"}))),
+        "ask"
+    );
+    assert_eq!(
+        verb(t(
+            "Grep",
+            json!({"pattern": "x", "glob": "*.rs", "path": "/home/agent"})
+        )),
+        "ask"
+    );
     assert_eq!(verb(t("Glob", json!({"pattern": "**/.env*"}))), "ask");
     assert_eq!(
         verb(t("Grep", json!({"pattern": "KEY", "glob": "*.pem"}))),

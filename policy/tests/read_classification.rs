@@ -10,6 +10,7 @@ const HOME: &str = "/home/agent";
 fn policy() -> ReadPolicy<'static> {
     let mut p = ReadPolicy::new(HOME);
     p.cwd = Some("/home/agent/project".to_owned());
+    p.project = Some("/home/agent/project".to_owned());
     p
 }
 
@@ -507,3 +508,78 @@ read!(pattern_arg_literal_star: "find . -name '*.key.txt.bak.rs' -newer x");
 not_read!(dev_tcp_read: "cat < /dev/tcp/example.com/80" => "network connection");
 not_read!(dev_udp_read: "head -c1 < /dev/udp/10.0.0.1/53" => "network connection");
 not_read!(spaced_double_paren_not_read: "( ( rm x ) )" => "only known at run time");
+
+// ---- recursive content reads (policy/src/shell/read/recursive.rs) ----
+// Above or at a secret directory: every search reads it.
+not_read!(rec_grep_r_home: "grep -r KEY ~" => "holds secret paths");
+not_read!(rec_grep_big_r_home_abs: "grep -R KEY /home/agent" => "holds secret paths");
+not_read!(rec_grep_r_home_var: "grep -r KEY \"$HOME\"" => "holds secret paths");
+not_read!(rec_grep_r_slash_home: "grep -rn 'PRIVATE KEY' /home" => "holds secret paths");
+not_read!(rec_grep_r_root: "grep -r KEY /" => "holds secret paths");
+not_read!(rec_grep_r_etc: "grep -r sshd /etc" => "holds secret paths");
+not_read!(rec_grep_r_config: "grep -r oauth ~/.config" => "holds secret paths");
+not_read!(rec_grep_r_up: "grep -r KEY ../.." => "holds secret paths");
+not_read!(rec_grep_cd_home: "cd ~ && grep -r KEY ." => "holds secret paths");
+not_read!(rec_grep_d_recurse: "grep -d recurse KEY ~" => "holds secret paths");
+not_read!(rec_grep_directories_recurse: "grep --directories=recurse KEY ~" => "holds secret paths");
+not_read!(rec_grep_recursive_abbrev: "grep --recur KEY ~" => "holds secret paths");
+not_read!(rec_grep_e_pattern: "grep -r -e KEY ~" => "holds secret paths");
+not_read!(rec_grep_home_glob: "grep -r KEY /home/*" => "secret");
+not_read!(rec_grep_include_home: "grep -r --include='[!.]*.txt' KEY ~" => "holds secret paths");
+not_read!(rec_rg_home: "rg KEY ~" => "holds secret paths");
+not_read!(rec_rg_root: "rg -uu 'BEGIN OPENSSH' /" => "holds secret paths");
+not_read!(rec_rg_files_with_matches: "rg -l AKIA ~" => "holds secret paths");
+not_read!(rec_ag_home: "ag KEY ~" => "holds secret paths");
+not_read!(rec_diff_r_home: "diff -r ~ /tmp/x" => "holds secret paths");
+not_read!(rec_xargs_free: "rg KEY /proc" => "holds secret paths");
+// The working directory (usually the project root, where `.env` lives), above it, or outside the
+// project: secret files may be anywhere under it.
+not_read!(rec_grep_r_dot: "grep -r DB_PASSWORD ." => "may hold secret files");
+not_read!(rec_grep_r_no_operand: "grep -r DB_PASSWORD" => "may hold secret files");
+not_read!(rec_grep_rl_dot: "grep -rl x ." => "may hold secret files");
+not_read!(rec_rg_no_path: "rg DB_PASSWORD" => "may hold secret files");
+not_read!(rec_rg_dot: "rg -n x ." => "may hold secret files");
+not_read!(rec_rg_e_no_path: "rg -e x" => "may hold secret files");
+not_read!(rec_ag_no_path: "ag x" => "may hold secret files");
+not_read!(rec_git_grep_no_index: "git grep --no-index KEY" => "may hold secret files");
+not_read!(rec_git_grep_untracked: "git grep --untracked KEY" => "may hold secret files");
+not_read!(rec_outside_project: "grep -r KEY /srv/app" => "may hold secret files");
+not_read!(rec_cd_outside: "cd /srv && grep -r KEY app" => "may hold secret files");
+not_read!(rec_sibling_project: "rg KEY ../other" => "may hold secret files");
+not_read!(rec_cd_sub_dot: "cd services/api && grep -r KEY ." => "may hold secret files");
+// Following symbolic links: a link in the tree can lead anywhere.
+not_read!(rec_grep_big_r_sub: "grep -R TODO src" => "may hold secret files");
+not_read!(rec_rg_follow: "rg -L TODO src" => "may hold secret files");
+not_read!(rec_diff_r: "diff -r a b" => "may hold secret files");
+// Filters: `*.rs` also picks `.env.rs` (a `.env.*` file), `*` picks `.env`; negations exclude
+// nothing from what the rest selects.
+not_read!(rec_include_star_rs: "grep -r --include='*.rs' TODO ." => "may hold secret files");
+not_read!(rec_rg_glob_star: "rg -g '*' x ." => "may hold secret files");
+not_read!(rec_rg_glob_negated: "rg -g '!*.md' x ." => "may hold secret files");
+not_read!(rec_rg_type_not_counted: "rg -t rust x ." => "may hold secret files");
+not_read!(rec_rg_glob_pem_brace: "rg -g '[!.]*.{rs,pem}' x ." => "may hold secret files");
+// Named secrets and globs that could match them (the argument rule).
+not_read!(rec_cat_ssh_glob: "cat ~/.ssh/*" => "secret");
+not_read!(rec_find_pem_names: "find ~ -name '*.pem'" => "secret");
+not_read!(rec_grep_r_ssh: "grep -r KEY ~/.ssh" => "secret");
+not_read!(rec_tar_home: "tar c ~" => "not on the read-only command list");
+not_read!(rec_zip_dir: "zip -r x.zip src" => "not on the read-only command list");
+// Near misses: a subdirectory below the working directory inside the project, or a filter no
+// secret name can match.
+read!(rec_grep_r_src: "grep -r TODO src/");
+read!(rec_rg_src: "rg fn src");
+read!(rec_grep_rn_docs: "grep -rn x ./docs");
+read!(rec_grep_r_two_dirs: "grep -r -e TODO src tests");
+read!(rec_cd_sub_then_sub: "cd crates && grep -r TODO core");
+read!(rec_grep_include_no_dot: "grep -r --include='[!.]*.rs' TODO .");
+read!(rec_rg_glob_no_dot: "rg -g '[!.]*.{rs,toml}' x .");
+read!(rec_rg_glob_literal_outside: "rg -g Cargo.toml version /srv");
+not_read!(rec_rg_glob_up_to_home: "rg -g Cargo.toml version .." => "holds secret paths");
+read!(rec_git_grep_tracked: "git grep -n KEY");
+read!(rec_grep_single_file: "grep -n x README.md");
+// Names-only listings stay reads: names, not contents.
+read!(rec_ls_r_home: "ls -R ~");
+read!(rec_find_home_names: "find ~ -name '*.rs'");
+read!(rec_du_home: "du -sh ~");
+read!(rec_rg_files: "rg --files ~");
+read!(rec_tree_root: "tree -L 2 /");

@@ -8,7 +8,9 @@
 //! 3. no valid tier map (read-only project) or breaker open ⇒ anything but a read ⇒ **deny**;
 //! 4. remembered rejection ⇒ **deny**; always-ask exception ⇒ **ask**;
 //! 5. every part a read ⇒ **allow**; remembered approval or learned entry ⇒ **allow**;
-//! 6. any part tier 2, run through `sudo`-like wrappers, or with run-time-only values ⇒ **ask**;
+//! 6. any part reads a secret path (named, or inside a tree it searches recursively), tier 2, run
+//!    through `sudo`-like wrappers, or with run-time-only values ⇒ **ask** (a test-run cannot see
+//!    what a command read, so a clean one would vouch for nothing);
 //! 7. tier 1 and unknown ⇒ **test-run** in the mirror, then [`after_test_run`]: clean ⇒ allow,
 //!    dirty ⇒ deny with the effects, error or timeout ⇒ ask.
 //!
@@ -150,8 +152,8 @@ pub struct Context<'a> {
     pub rules: &'a RuleSet,
     /// The breaker (session or global) is open: read-only mode.
     pub breaker_open: bool,
-    /// Secret paths and home for read classification (its `cwd` and `extension` are replaced
-    /// per request: the request's cwd, and tier 0 of `snapshot`).
+    /// Secret paths and home for read classification (its `cwd`, `project` and `extension` are
+    /// replaced per request: the request's cwd and project root, and tier 0 of `snapshot`).
     pub read_policy: &'a ReadPolicy<'a>,
     pub limits: Limits,
     /// The agent's home directory (for `~`, catastrophic targets).
@@ -303,8 +305,8 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
     if let Some(d) = hard_deny(&script, req, ctx) {
         return decided(d);
     }
-    let reads = read_verdicts(&script, req.cwd, ctx);
-    let whole = whole_is_read(&script, req.cwd, ctx);
+    let reads = part_verdicts(&script, req.cwd, req.project_root, ctx);
+    let whole = whole_is_read(&script, req.cwd, req.project_root, ctx);
     let all_reads = whole.is_ok();
     let ev = |source, rule: Option<String>, reason: String| Evidence {
         source,
@@ -389,6 +391,15 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
         }
         let part = i + 1;
         let argv = static_argv(cmd);
+        if let Err(why) = read {
+            if why.reads_secret() {
+                return decided(Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    None,
+                    format!("part {part} reads secrets: {why}; a person must decide"),
+                )));
+            }
+        }
         if let Some(w) = cmd.wrappers.iter().find_map(|w| privilege_wrapper(w)) {
             return decided(Decision::Ask(ev(
                 Source::ToolPolicy,
@@ -479,8 +490,25 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
 /// Read verdict of each part: `Ok` for a read, `Err(reason)` otherwise. Each part is classified
 /// on its own (to know which parts need the tier map); whether the *whole* string is a read is
 /// [`whole_is_read`]'s answer, which also follows `cd` between parts.
-pub fn read_verdicts(script: &Script, cwd: &str, ctx: Context<'_>) -> Vec<Result<(), String>> {
-    with_read_policy(cwd, ctx, |policy| {
+pub fn read_verdicts(
+    script: &Script,
+    cwd: &str,
+    project_root: &str,
+    ctx: Context<'_>,
+) -> Vec<Result<(), String>> {
+    part_verdicts(script, cwd, project_root, ctx)
+        .into_iter()
+        .map(|r| r.map_err(|why| why.to_string()))
+        .collect()
+}
+
+fn part_verdicts(
+    script: &Script,
+    cwd: &str,
+    project_root: &str,
+    ctx: Context<'_>,
+) -> Vec<Result<(), read::NotReadReason>> {
+    with_read_policy(cwd, project_root, ctx, |policy| {
         script
             .commands
             .iter()
@@ -491,20 +519,27 @@ pub fn read_verdicts(script: &Script, cwd: &str, ctx: Context<'_>) -> Vec<Result
                 };
                 match read::classify(&one, policy) {
                     ReadVerdict::PureRead => Ok(()),
-                    ReadVerdict::NotRead { reason, .. } => Err(reason.to_string()),
+                    ReadVerdict::NotRead { reason, .. } => Err(reason),
                 }
             })
             .collect()
     })
 }
 
-fn whole_is_read(script: &Script, cwd: &str, ctx: Context<'_>) -> Result<(), (usize, String)> {
-    with_read_policy(cwd, ctx, |policy| match read::classify(script, policy) {
-        ReadVerdict::PureRead => Ok(()),
-        ReadVerdict::NotRead {
-            command_index,
-            reason,
-        } => Err((command_index, reason.to_string())),
+fn whole_is_read(
+    script: &Script,
+    cwd: &str,
+    project_root: &str,
+    ctx: Context<'_>,
+) -> Result<(), (usize, String)> {
+    with_read_policy(cwd, project_root, ctx, |policy| {
+        match read::classify(script, policy) {
+            ReadVerdict::PureRead => Ok(()),
+            ReadVerdict::NotRead {
+                command_index,
+                reason,
+            } => Err((command_index, reason.to_string())),
+        }
     })
 }
 
@@ -520,13 +555,19 @@ impl read::ReadExtension for TierZero<'_> {
     }
 }
 
-/// Runs `f` with the caller's read policy, set to the request's cwd and extended with tier 0 of the
-/// snapshot (so no caller can pair a policy with the wrong map).
-fn with_read_policy<R>(cwd: &str, ctx: Context<'_>, f: impl FnOnce(&ReadPolicy<'_>) -> R) -> R {
+/// Runs `f` with the caller's read policy, set to the request's cwd and project and extended with
+/// tier 0 of the snapshot (so no caller can pair a policy with the wrong map).
+fn with_read_policy<R>(
+    cwd: &str,
+    project_root: &str,
+    ctx: Context<'_>,
+    f: impl FnOnce(&ReadPolicy<'_>) -> R,
+) -> R {
     let tier_zero = TierZero(ctx.snapshot);
     let policy = ReadPolicy {
         home: ctx.read_policy.home.clone(),
         cwd: Some(cwd.to_owned()),
+        project: Some(project_root.to_owned()),
         secrets: ctx.read_policy.secrets.clone(),
         extension: Some(&tier_zero),
     };

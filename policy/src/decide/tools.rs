@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use crate::shell::read::recursive::claude_grep;
 use crate::tiermap::Snapshot;
 
 use super::paths::{self, Base};
@@ -190,6 +191,31 @@ pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> De
             pattern,
         } => {
             let dir = paths::resolve_str(path.as_deref().unwrap_or("."), base);
+            // Grep reads every file under its path: the recursive rule (`shell::read::recursive`),
+            // as the hook applies it.
+            if tool == "Grep" {
+                let secrets = &ctx.read_policy.secrets;
+                let cwd = paths::resolve_str(".", base);
+                return match claude_grep(
+                    secrets,
+                    &dir,
+                    pattern.as_deref(),
+                    &cwd,
+                    Some(req.project_root),
+                ) {
+                    Ok(()) => Decision::Allow(ev(
+                        Source::BuiltinRead,
+                        format!("`{tool}` in {dir} is a read outside secret paths"),
+                    )),
+                    Err(risk) => Decision::Ask(ev(
+                        Source::ToolPolicy,
+                        format!(
+                            "`{tool}` searches {dir} recursively, which {}; a person must decide",
+                            risk.why()
+                        ),
+                    )),
+                };
+            }
             // The directory itself, and (for a pattern) every file the pattern could match in it.
             let secret = ctx.read_policy.secrets.matches(&dir, &[], false)
                 || pattern.as_deref().is_some_and(|p| {

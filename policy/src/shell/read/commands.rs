@@ -746,3 +746,264 @@ fn git(_: &str, args: &[Word]) -> Result<(), Refusal> {
         _ => not_read(),
     }
 }
+
+/// A recursive content search: the places a command reads every file under, and what limits it.
+/// Built by [`search`] for the recursive readers on the read list; judged in `recursive.rs`.
+pub(super) struct Search<'w> {
+    /// Operands that may be places searched (the pattern too, when it cannot be told apart: an
+    /// extra root only makes the answer stricter).
+    pub(super) roots: Vec<&'w Word>,
+    /// Places given as option values (`diff --from-file=DIR`).
+    pub(super) more_roots: Vec<Word>,
+    /// The working directory is searched too (no operand names a place).
+    pub(super) cwd: bool,
+    /// Include globs: when not empty, only files whose names match one of them are read.
+    pub(super) only: Vec<String>,
+    /// Symbolic links met inside the tree are followed (`grep -R`, `rg -L`, `diff -r`).
+    pub(super) follows: bool,
+}
+
+/// Options and operands of a search command, as words: the roots must stay words (a glob root is
+/// every directory it could match).
+struct Words<'w> {
+    opts: Vec<(String, Option<String>)>,
+    operands: Vec<&'w Word>,
+}
+
+/// Splits `args` into options and operands. `short_val` and `long_val` must list only options that
+/// *require* a value: a wrong entry would swallow a root, a missing one only adds a root.
+fn words<'w>(args: &'w [Word], short_val: &str, long_val: &[&str]) -> Words<'w> {
+    let mut out = Words {
+        opts: Vec::new(),
+        operands: Vec::new(),
+    };
+    let mut it = args.iter();
+    while let Some(w) = it.next() {
+        let Word::Static(a) = w else {
+            out.operands.push(w);
+            continue;
+        };
+        if a == "--" {
+            out.operands.extend(it.by_ref());
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let (name, value) = match long.split_once('=') {
+                Some((n, v)) => (n, Some(v.to_owned())),
+                None => (long, None),
+            };
+            let value = if value.is_none() && long_val.contains(&name) {
+                it.next().map(|v| v.text().to_owned())
+            } else {
+                value
+            };
+            out.opts.push((name.to_owned(), value));
+            continue;
+        }
+        if a.len() > 1 && a.starts_with('-') {
+            let chars: Vec<char> = a[1..].chars().collect();
+            for (k, c) in chars.iter().enumerate() {
+                if short_val.contains(*c) {
+                    let rest: String = chars[k + 1..].iter().collect();
+                    let value = if rest.is_empty() {
+                        it.next().map(|v| v.text().to_owned())
+                    } else {
+                        Some(rest)
+                    };
+                    out.opts.push((c.to_string(), value));
+                    break;
+                }
+                out.opts.push((c.to_string(), None));
+            }
+            continue;
+        }
+        out.operands.push(w);
+    }
+    out
+}
+
+impl Words<'_> {
+    fn has(&self, names: &[&str]) -> bool {
+        self.opts.iter().any(|(n, _)| names.contains(&n.as_str()))
+    }
+    /// A long option given by a prefix of `full` (getopt accepts unambiguous abbreviations).
+    fn has_long(&self, full: &str, min: usize) -> bool {
+        self.opts
+            .iter()
+            .any(|(n, _)| n.len() >= min && n.len() > 1 && full.starts_with(n.as_str()))
+    }
+    fn values<'a>(&'a self, names: &'a [&'a str]) -> impl Iterator<Item = &'a str> + 'a {
+        self.opts
+            .iter()
+            .filter(move |(n, _)| names.contains(&n.as_str()))
+            .filter_map(|(_, v)| v.as_deref())
+    }
+}
+
+/// Is this command (already known to be on the read list) a recursive content search, and of what?
+/// Names-only listings (`ls -R`, `find`, `tree`, `du`, `fd`, `rg --files`) are not: they show names,
+/// not contents. `git grep` searches tracked files only (already readable through `git log -p`)
+/// unless `--no-index` or `--untracked` makes it search the working directory's files.
+pub(super) fn search<'w>(name: &str, args: &'w [Word]) -> Option<Search<'w>> {
+    match name {
+        "grep" | "egrep" | "fgrep" => {
+            let w = words(
+                args,
+                "efmABCdD",
+                &[
+                    "regexp",
+                    "file",
+                    "max-count",
+                    "after-context",
+                    "before-context",
+                    "context",
+                    "directories",
+                    "devices",
+                    "include",
+                    "exclude",
+                    "exclude-dir",
+                    "exclude-from",
+                    "label",
+                    "binary-files",
+                    "group-separator",
+                ],
+            );
+            // `-d recurse` / `--directories=recurse`, however spelled, recurses too.
+            let recurse_value = args.iter().any(|a| {
+                let t = a.text();
+                t == "recurse" || t.ends_with("=recurse") || t == "-drecurse"
+            });
+            let follows = w.has(&["R"]) || w.has_long("dereference-recursive", 3);
+            let recursive = follows || recurse_value || w.has(&["r"]) || w.has_long("recursive", 3);
+            if !recursive {
+                return None;
+            }
+            let pattern_given = w.has(&["e", "f", "regexp", "file"]);
+            let only = w
+                .opts
+                .iter()
+                .filter(|(n, _)| n.len() >= 3 && "include".starts_with(n.as_str()))
+                .filter_map(|(_, v)| v.clone())
+                .collect();
+            Some(Search {
+                cwd: w.operands.is_empty() || (w.operands.len() == 1 && !pattern_given),
+                roots: w.operands,
+                more_roots: Vec::new(),
+                only,
+                follows,
+            })
+        }
+        "rg" => {
+            let w = words(
+                args,
+                "ABCEMTdefgjmrt",
+                &[
+                    "glob",
+                    "iglob",
+                    "regexp",
+                    "file",
+                    "type",
+                    "type-not",
+                    "type-add",
+                    "type-clear",
+                    "max-depth",
+                    "max-count",
+                    "context",
+                    "after-context",
+                    "before-context",
+                    "replace",
+                    "encoding",
+                    "max-columns",
+                    "threads",
+                    "sort",
+                    "sortr",
+                    "color",
+                    "colors",
+                ],
+            );
+            // Names only, or no search at all.
+            if w.has(&["files", "type-list", "h", "help", "V", "version"]) {
+                return None;
+            }
+            let pattern_given = w.has(&["e", "f", "regexp", "file"]);
+            let only = w
+                .values(&["g", "glob", "iglob"])
+                .filter(|g| !g.starts_with('!'))
+                .map(str::to_owned)
+                .collect();
+            let follows = w.has(&["L", "follow"]);
+            Some(Search {
+                cwd: w.operands.is_empty() || (w.operands.len() == 1 && !pattern_given),
+                roots: w.operands,
+                more_roots: Vec::new(),
+                only,
+                follows,
+            })
+        }
+        "ag" => {
+            // Recursive by default; its file filter (`-G`) is a regular expression, not counted.
+            let w = words(
+                args,
+                "ABCGgmp",
+                &["file-search-regex", "max-count", "path-to-ignore"],
+            );
+            let follows = w.has(&["f", "follow"]);
+            Some(Search {
+                cwd: w.operands.len() <= 1,
+                roots: w.operands,
+                more_roots: Vec::new(),
+                only: Vec::new(),
+                follows,
+            })
+        }
+        "diff" => {
+            let recursive = args.iter().any(|a| match a.as_static() {
+                Some(t) if t.starts_with("--") => {
+                    let n = t[2..].split('=').next().unwrap_or("");
+                    n.len() >= 3 && "recursive".starts_with(n)
+                }
+                Some(t) => t.starts_with('-') && t[1..].contains('r'),
+                None => false,
+            });
+            if !recursive {
+                return None;
+            }
+            // Every word that is not an option may be a place (option values too: stricter).
+            let roots: Vec<&Word> = args.iter().filter(|a| !a.text().starts_with('-')).collect();
+            let more_roots: Vec<Word> = args
+                .iter()
+                .filter_map(|a| {
+                    let t = a.text();
+                    let v = t.split_once('=')?.1.to_owned();
+                    (t.starts_with("--from") || t.starts_with("--to")).then_some(match a {
+                        Word::Static(_) => Word::Static(v),
+                        Word::Dynamic(_) => Word::Dynamic(v),
+                    })
+                })
+                .collect();
+            Some(Search {
+                cwd: roots.is_empty() && more_roots.is_empty(),
+                roots,
+                more_roots,
+                only: Vec::new(),
+                // diff follows symbolic links unless told not to.
+                follows: !args.iter().any(|a| a.text().starts_with("--no-der")),
+            })
+        }
+        "git" => {
+            let grep = args.iter().any(|a| a.as_static() == Some("grep"));
+            let worktree = args.iter().any(|a| {
+                let t = a.text();
+                t.starts_with("--no-in") || t.starts_with("--un")
+            });
+            (grep && worktree).then(|| Search {
+                roots: Vec::new(),
+                more_roots: Vec::new(),
+                cwd: true,
+                only: Vec::new(),
+                follows: false,
+            })
+        }
+        _ => None,
+    }
+}

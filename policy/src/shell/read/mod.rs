@@ -20,16 +20,22 @@
 //!   reads from the environment (`http_proxy` & co. excluded) and for the safe environment list.
 //! - **Repository configuration** (`.git/config` drivers, fsmonitor) is trusted: writes to `.git/`
 //!   never pass as reads and are protected in the sandbox.
-//! - **Recursive readers** (`grep -r .`) may read secret files inside a directory they were given;
-//!   only paths that are *named* are checked.
+//! - **Recursive readers** (`grep -r`, `rg`, `ag`, `diff -r`, `git grep --no-index`) read every
+//!   file under the places they are given: see [`recursive`] for the rule (never above a secret
+//!   path; below the working directory inside the project, or limited to non-secret names).
+//!   Names-only listings (`ls -R`, `find`, `tree`, `du`, `fd`, `rg --files`) stay reads: they show
+//!   names, not contents, and a listing that *names* a secret (`ls ~/.ssh`, `find ~ -name '*.pem'`)
+//!   is refused by the argument check like any other command.
 
 mod awk;
 mod commands;
+pub mod recursive;
 mod secrets;
 mod sed;
 
 use std::fmt;
 
+pub use recursive::{SearchSite, TreeRisk};
 pub use secrets::{SecretPaths, DEFAULT_SECRET_PATTERNS};
 
 use super::types::{Analysis, RedirectKind, Script, SimpleCommand, Word};
@@ -53,6 +59,9 @@ pub struct ReadPolicy<'a> {
     pub home: String,
     /// The directory the command runs in, when known: resolves relative paths.
     pub cwd: Option<String>,
+    /// The project root, when known: a recursive search below the working directory inside it
+    /// may be a read ([`recursive`]); unknown, only searches limited to non-secret names are.
+    pub project: Option<String>,
     /// Paths whose contents must not be read.
     pub secrets: SecretPaths,
     /// Tier 0 of the verified tier map, if any.
@@ -65,6 +74,7 @@ impl<'a> ReadPolicy<'a> {
         ReadPolicy {
             home: home.trim_end_matches('/').to_owned(),
             cwd: None,
+            project: None,
             secrets: SecretPaths::new(DEFAULT_SECRET_PATTERNS, home),
             extension: None,
         }
@@ -111,6 +121,23 @@ pub enum NotReadReason {
     RedirectWrite { target: String },
     /// An argument or redirection names a secret path.
     SecretPath { command: String, path: String },
+    /// A recursive content search of a place that holds, or may hold, secret files.
+    RecursiveSecret {
+        command: String,
+        root: String,
+        risk: TreeRisk,
+    },
+}
+
+impl NotReadReason {
+    /// Would the command read a secret (named, or inside a searched tree)? The daemon asks a
+    /// person for these instead of test-running them: a test-run cannot see what was read.
+    pub fn reads_secret(&self) -> bool {
+        matches!(
+            self,
+            NotReadReason::SecretPath { .. } | NotReadReason::RecursiveSecret { .. }
+        )
+    }
 }
 
 impl fmt::Display for NotReadReason {
@@ -152,6 +179,17 @@ impl fmt::Display for NotReadReason {
                 write!(
                     f,
                     "`{command}` would read `{path}`, which is on the secret-path list"
+                )
+            }
+            NotReadReason::RecursiveSecret {
+                command,
+                root,
+                risk,
+            } => {
+                write!(
+                    f,
+                    "`{command}` searches `{root}` recursively, which {}",
+                    risk.why()
                 )
             }
         }
@@ -323,7 +361,8 @@ impl Ctx<'_, '_> {
             let statics: Option<Vec<&str>> = cmd.argv.iter().map(Word::as_static).collect();
             if let Some(statics) = statics {
                 if ext.is_read(&statics) {
-                    return self.secret_args(name, args, Dyn::Never);
+                    self.secret_args(name, args, Dyn::Never)?;
+                    return self.recursive(name, args);
                 }
             }
         }
@@ -346,7 +385,74 @@ impl Ctx<'_, '_> {
             }
             check(name, args).map_err(|r| refusal(name, r))?;
         }
-        self.secret_args(name, args, rule.dynamic)
+        self.secret_args(name, args, rule.dynamic)?;
+        self.recursive(name, args)
+    }
+
+    /// A recursive content search: every place it searches is judged by [`recursive`]'s rule.
+    fn recursive(&self, name: &str, args: &[Word]) -> Result<(), NotReadReason> {
+        let Some(search) = commands::search(name, args) else {
+            return Ok(());
+        };
+        let site = SearchSite {
+            secrets: &self.policy.secrets,
+            project: self.policy.project.as_deref(),
+            cwds: &self.cwds,
+        };
+        let filtered = site.filtered(&search.only);
+        let dot = Word::Static(".".to_owned());
+        // Every place is judged; the reason names the worst (a secret above the others).
+        let mut worst: Option<NotReadReason> = None;
+        let mut note = |r: NotReadReason| {
+            let rank = |r: &NotReadReason| match r {
+                NotReadReason::RecursiveSecret { risk, .. } => match risk {
+                    TreeRisk::HoldsSecret => 0,
+                    TreeRisk::Unknown => 1,
+                    TreeRisk::MayHoldSecretFiles => 2,
+                },
+                _ => 3,
+            };
+            if worst.as_ref().is_none_or(|w| rank(&r) < rank(w)) {
+                worst = Some(r);
+            }
+        };
+        let roots = search
+            .roots
+            .iter()
+            .copied()
+            .chain(&search.more_roots)
+            .chain(search.cwd.then_some(&dot));
+        for root in roots {
+            let refuse = |risk| NotReadReason::RecursiveSecret {
+                command: name.to_owned(),
+                root: root.text().to_owned(),
+                risk,
+            };
+            let (path, glob) = match root {
+                Word::Static(s) => (self.expand_tilde(s), false),
+                Word::Dynamic(raw) => match self.dynamic_path(raw) {
+                    PathArg::Known(p) => (p, true),
+                    PathArg::Unknown => {
+                        note(refuse(TreeRisk::Unknown));
+                        continue;
+                    }
+                },
+            };
+            let places: Vec<String> = if path.starts_with('/') {
+                vec![path]
+            } else if self.cwds.is_empty() {
+                note(refuse(TreeRisk::Unknown));
+                continue;
+            } else {
+                self.cwds.iter().map(|c| format!("{c}/{path}")).collect()
+            };
+            for place in places {
+                if let Err(risk) = site.judge(&place, glob, filtered, search.follows) {
+                    note(refuse(risk));
+                }
+            }
+        }
+        worst.map_or(Ok(()), Err)
     }
 
     /// Check every argument against the secret list and the dynamic-argument rule.

@@ -139,6 +139,100 @@ impl SecretPaths {
     }
 }
 
+impl SecretPaths {
+    /// Could a recursive search of `root` (absolute, `~` expanded; with `glob`, `*` and `?` are
+    /// wildcards) reach an anchored secret: is `root` one of them, inside one, or above one (`/`,
+    /// `/home`, `~`, `~/.config`)? Lexical: `..` is resolved, symlinks are not seen.
+    pub fn tree_holds_anchored(&self, root: &str, glob: bool) -> bool {
+        let comps = normalized(root);
+        self.anchored.iter().any(|a| {
+            a.iter()
+                .zip(&comps)
+                .all(|(pattern, c)| may_match(c, pattern, glob))
+        })
+    }
+
+    /// Could a file picked by the include filter `filter` (a `grep --include`, `rg --glob` or
+    /// Claude Code Grep `glob`; only the last `/` component is a file name) have a secret file
+    /// name (`.env`, `*.pem`, `id_rsa`, …)? In these tools `*` matches a leading dot, so `*.rs`
+    /// picks `.env.rs` (a `.env.*` file); a filter whose first character is a class without the
+    /// dot (`[!.]*.rs`, `[^.]*.rs`) picks no dot file. Case is ignored; `[…]` and `{…}` are
+    /// widened, so the answer errs towards yes.
+    pub fn filter_may_select_secret(&self, filter: &str) -> bool {
+        let last = filter
+            .rsplit('/')
+            .next()
+            .unwrap_or(filter)
+            .to_ascii_lowercase();
+        if last.is_empty() || last.contains('\\') {
+            return true;
+        }
+        let no_dot_files = (last.starts_with("[!") || last.starts_with("[^"))
+            && last[2..]
+                .split(']')
+                .next()
+                .is_some_and(|class| class.contains('.'));
+        let alternatives = widen_filter(&last);
+        alternatives.iter().any(|alt| {
+            self.names.iter().any(|n| {
+                let n = n.to_ascii_lowercase();
+                !(no_dot_files && n.starts_with('.')) && may_match_with(alt, &n, true, false)
+            })
+        })
+    }
+}
+
+/// A filter glob's alternatives with `**` as `*`, `[…]` as `?` and `{a,b}` expanded (one level;
+/// nested or too many groups become `*`).
+fn widen_filter(glob: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = glob.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '[' => {
+                for d in chars.by_ref() {
+                    if d == ']' {
+                        break;
+                    }
+                }
+                out.iter_mut().for_each(|o| o.push('?'));
+            }
+            '{' => {
+                let mut inner = String::new();
+                let mut nested = false;
+                for d in chars.by_ref() {
+                    if d == '}' {
+                        break;
+                    }
+                    nested |= d == '{';
+                    inner.push(d);
+                }
+                let alts: Vec<&str> = inner.split(',').collect();
+                if nested || out.len() * alts.len() > 64 {
+                    out.iter_mut().for_each(|o| o.push('*'));
+                } else {
+                    out = out
+                        .iter()
+                        .flat_map(|o| alts.iter().map(move |a| format!("{o}{a}")))
+                        .collect();
+                }
+            }
+            c => out.iter_mut().for_each(|o| o.push(c)),
+        }
+    }
+    for o in &mut out {
+        while o.contains("**") {
+            *o = o.replace("**", "*");
+        }
+    }
+    out
+}
+
+/// The components of `p` with `.` dropped and `..` resolved lexically.
+pub(crate) fn normalized(p: &str) -> Vec<&str> {
+    normalize(components(p))
+}
+
 fn components(p: &str) -> Vec<&str> {
     p.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
@@ -167,11 +261,17 @@ fn normalize(comps: Vec<&str>) -> Vec<&str> {
 /// otherwise `a` is a literal name. A wildcard at the start of a component does not match a
 /// leading dot, as in bash without `dotglob`.
 pub(crate) fn may_match(a: &str, b: &str, a_glob: bool) -> bool {
+    may_match_with(a, b, a_glob, true)
+}
+
+/// [`may_match`], with `dot_rule` saying whether a leading wildcard in `a` skips a leading dot
+/// (bash globs) or not (`grep --include`, ripgrep globs).
+fn may_match_with(a: &str, b: &str, a_glob: bool, dot_rule: bool) -> bool {
     let a = a.as_bytes();
     let b = b.as_bytes();
     let wild = |c: u8| c == b'*' || c == b'?';
     if let (Some(&x), Some(&y)) = (a.first(), b.first()) {
-        if a_glob && wild(x) && y == b'.' {
+        if dot_rule && a_glob && wild(x) && y == b'.' {
             return false;
         }
     }
