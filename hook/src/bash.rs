@@ -84,6 +84,8 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
 
     let mut policy = ReadPolicy::new(&home);
     policy.cwd = Some(cwd.display().to_string());
+    policy.project = Some(root_s.clone());
+    policy.secrets = crate::secrets::policy_secrets(&home, &cfg.extra_secrets);
     // Whether tier 0 vouched for any command: only then is the map what makes it a read.
     let vouched = Cell::new(false);
     let tier0 = |argv: &[&str]| {

@@ -8,7 +8,9 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::input::HookCall;
-use crate::secrets::{normalize, Secrets};
+use cmdgate_policy::shell::read::recursive::{claude_grep, claude_grep_globs};
+
+use crate::secrets::{normalize, policy_secrets, Secrets};
 
 /// What the hook can say about a call without the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,18 +88,45 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
         }
         "Grep" => {
             let base = normalize(str_field(input, "path").unwrap_or("."), cwd, secrets.home);
-            let glob_secret =
-                str_field(input, "glob").is_some_and(|g| secrets.pattern_names_secret(g, &base));
-            let reaches_secret = if base.is_dir() {
-                secrets.tree_has_secret(&base)
-            } else {
-                secrets.is_secret(&base)
-            };
-            if glob_secret || reaches_secret {
-                Local::Route(format!("Grep in {} may read a secret path", base.display()))
-            } else {
-                read("Grep outside secret paths")
+            let glob = str_field(input, "glob");
+            let glob_secret = glob.is_some_and(|g| {
+                claude_grep_globs(g)
+                    .iter()
+                    .any(|part| secrets.pattern_names_secret(part, &base))
+            });
+            if glob_secret {
+                return Local::Route(format!("Grep in {} may read a secret path", base.display()));
             }
+            if !base.is_dir() {
+                // One file (or nothing): no tree to search.
+                return if secrets.is_secret(&base) {
+                    Local::Route(format!("Grep in {} may read a secret path", base.display()))
+                } else {
+                    read("Grep outside secret paths")
+                };
+            }
+            if secrets.tree_has_secret(&base) {
+                return Local::Route(format!("Grep in {} may read a secret path", base.display()));
+            }
+            // The recursive rule the daemon applies too, on the path as given and as resolved.
+            let home = cfg
+                .home
+                .as_deref()
+                .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
+            let policy = policy_secrets(&home, &cfg.extra_secrets);
+            let project = project_dir.display().to_string();
+            let cwd_s = normalize(".", cwd, secrets.home).display().to_string();
+            let real = std::fs::canonicalize(&base).unwrap_or_else(|_| base.clone());
+            for place in [&base, &real] {
+                let place = place.display().to_string();
+                if let Err(risk) = claude_grep(&policy, &place, glob, &cwd_s, Some(&project)) {
+                    return Local::Route(format!(
+                        "Grep searches {place} recursively, which {}",
+                        risk.why()
+                    ));
+                }
+            }
+            read("Grep outside secret paths")
         }
         other => Local::Route(format!("{other} is not a read")),
     }

@@ -5,6 +5,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use cmdgate_policy::shell::read::{SecretPaths, DEFAULT_SECRET_PATTERNS};
+
 /// Directories (relative to `$HOME`) that hold credentials or cmdgate's own authority.
 const HOME_SECRET_DIRS: &[&str] = &[
     ".ssh",
@@ -157,6 +159,16 @@ fn glob_match_one(glob: &str, name: &str) -> bool {
         }
     }
     dp[tokens.len()][name.len()]
+}
+
+/// The policy's secret list (shared with the daemon) for `home`, with `$CMDGATE_SECRET_PATHS`.
+pub fn policy_secrets(home: &str, extra: &[PathBuf]) -> SecretPaths {
+    let mut patterns: Vec<String> = DEFAULT_SECRET_PATTERNS
+        .iter()
+        .map(|p| (*p).to_owned())
+        .collect();
+    patterns.extend(extra.iter().map(|p| p.display().to_string()));
+    SecretPaths::new(&patterns, home)
 }
 
 /// The secret-path judge for one hook call.

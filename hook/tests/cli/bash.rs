@@ -49,6 +49,39 @@ fn built_in_reads_are_allowed_locally() {
 }
 
 #[test]
+fn recursive_searches_over_secrets_are_routed_and_subdirectories_stay_reads() {
+    let w = World::new();
+    let home = w.path("home").display().to_string();
+    let up_home = format!("grep -R 'PRIVATE KEY' {home}");
+    for (command, why) in [
+        ("grep -r KEY ~", "holds secret paths"),
+        (up_home.as_str(), "holds secret paths"),
+        ("rg KEY ~", "holds secret paths"),
+        ("grep -r DB_PASSWORD .", "may hold secret files"),
+        ("rg DB_PASSWORD", "may hold secret files"),
+        ("cat ~/.ssh/*", "secret"),
+    ] {
+        let reason = w.run(&w.pre("Bash", bash(command)), &[]).denied();
+        assert!(
+            reason.contains(why) && reason.contains("cmdgate up"),
+            "{command}: {reason}"
+        );
+    }
+    // `$CMDGATE_SECRET_PATHS` names a directory inside the project: a search above it is routed.
+    let mut w2 = World::new();
+    let extra = format!("{}/deploy/keys", w2.work());
+    w2.set("CMDGATE_SECRET_PATHS", &extra);
+    let reason = w2
+        .run(&w2.pre("Bash", bash("grep -r KEY deploy")), &[])
+        .denied();
+    assert!(reason.contains("holds secret paths"), "{reason}");
+    for command in ["grep -r TODO src/", "rg fn src", "grep -rn x ./docs"] {
+        let (d, reason) = w.run(&w.pre("Bash", bash(command)), &[]).decision();
+        assert_eq!(d, "allow", "{command}: {reason}");
+    }
+}
+
+#[test]
 fn non_reads_are_routed_and_the_reason_says_why() {
     let w = World::new();
     for (command, why) in [

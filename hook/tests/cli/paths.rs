@@ -22,9 +22,17 @@ fn read_tool_outside_secrets_is_allowed_locally_and_spooled() {
 #[test]
 fn glob_grep_ls_reads_are_allowed_locally() {
     let w = World::new();
+    std::fs::create_dir_all(w.path("work/src")).unwrap();
     for (tool, input) in [
         ("Glob", json!({"pattern": "**/*.rs"})),
-        ("Grep", json!({"pattern": "fn main", "path": w.work()})),
+        // Grep searches recursively: a subdirectory of the project, or a filter that no secret
+        // name matches (`*.rs` would also pick `.env.rs`).
+        (
+            "Grep",
+            json!({"pattern": "fn main", "path": format!("{}/src", w.work())}),
+        ),
+        ("Grep", json!({"pattern": "fn main", "path": "src"})),
+        ("Grep", json!({"pattern": "fn main", "glob": "[!.]*.rs"})),
         ("LS", json!({"path": w.work()})),
     ] {
         let (d, reason) = w.run(&w.pre(tool, input), &[]).decision();
@@ -65,6 +73,45 @@ fn secret_reads_go_to_the_daemon_and_deny_without_it() {
     ] {
         let reason = w.run(&w.pre(tool, input.clone()), &[]).denied();
         assert!(reason.contains("cmdgate up"), "{tool} {input}: {reason}");
+    }
+    assert!(w.spool().is_empty());
+}
+
+#[test]
+fn grep_over_a_tree_that_may_hold_secrets_goes_to_the_daemon() {
+    // Nothing secret-named exists here: the rule is decided from the paths, not by listing.
+    let w = World::new();
+    let home = w.path("home").display().to_string();
+    std::fs::create_dir_all(w.path("work/src")).unwrap();
+    for (input, why) in [
+        // Above the home's secret directories (~/.ssh, ~/.aws, …).
+        (json!({"pattern": "PRIVATE KEY", "path": home}), "secret"),
+        (json!({"pattern": "PRIVATE KEY", "path": "~"}), "secret"),
+        (json!({"pattern": "PRIVATE KEY", "path": "/"}), "secret"),
+        (
+            json!({"pattern": "KEY", "path": "../home", "glob": "[!.]*.txt"}),
+            "secret",
+        ),
+        // No path: Claude Code searches the cwd, the project root, where `.env` files live.
+        (json!({"pattern": "DB_PASSWORD"}), "may hold secret files"),
+        (
+            json!({"pattern": "DB_PASSWORD", "path": w.work()}),
+            "may hold secret files",
+        ),
+        (
+            json!({"pattern": "x", "glob": "*.rs"}),
+            "may hold secret files",
+        ),
+        (json!({"pattern": "x", "glob": "*.rs,*.pem"}), "secret"),
+        // Outside the project.
+        (
+            json!({"pattern": "x", "path": w.path("run").display().to_string()}),
+            "may hold secret files",
+        ),
+    ] {
+        let reason = w.run(&w.pre("Grep", input.clone()), &[]).denied();
+        assert!(reason.contains("cmdgate up"), "{input}: {reason}");
+        assert!(reason.contains(why), "{input}: {reason}");
     }
     assert!(w.spool().is_empty());
 }
