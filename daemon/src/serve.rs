@@ -28,9 +28,10 @@ pub enum ServeError {
     #[error(transparent)]
     Listen(#[from] ListenError),
     #[error(
-        "systemd passed {0} sockets; expected the decide socket and optionally the admin socket"
+        "systemd passed sockets named {0}; expected one decide socket and at most one admin socket \
+         (FileDescriptorName=decide / admin, else in that order)"
     )]
-    SystemdSockets(usize),
+    SystemdSockets(String),
     #[error("cannot run on the tokio runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -94,7 +95,12 @@ pub async fn serve(
     let (config, paths) = load(options.config_file)?;
     let uid = nix::unistd::getuid().as_raw();
     // Sockets first: a second daemon fails here before touching the store.
-    let (decide, admin, bound) = listeners(&config, &paths)?;
+    let Listeners {
+        decide,
+        admin,
+        bound,
+        passed,
+    } = listeners(&config, &paths)?;
     let daemon = Daemon::open(Options {
         config,
         paths,
@@ -103,15 +109,19 @@ pub async fn serve(
     })
     .await?;
     let decide = UnixListener::from_std(decide).map_err(ServeError::Runtime)?;
-    let admin = admin
-        .map(UnixListener::from_std)
-        .transpose()
-        .map_err(ServeError::Runtime)?;
+    let admin = UnixListener::from_std(admin).map_err(ServeError::Runtime)?;
     if options.announce {
+        let at = |passed: bool, name: &str, path: &std::path::Path| {
+            if passed {
+                format!("the socket systemd passed ({name})")
+            } else {
+                path.display().to_string()
+            }
+        };
         eprintln!(
             "cmdgated: serving decisions on {} and the operator on {}; store {}",
-            daemon.paths.decide_socket.display(),
-            daemon.paths.admin_socket.display(),
+            at(passed.0, "decide", &daemon.paths.decide_socket),
+            at(passed.1, "admin", &daemon.paths.admin_socket),
             daemon.paths.db.display()
         );
     }
@@ -121,14 +131,12 @@ pub async fn serve(
         daemon.clone(),
         shutdown.clone(),
     ));
-    let operator = admin.map(|l| {
-        tokio::spawn(server::run(
-            l,
-            Role::Admin,
-            daemon.clone(),
-            shutdown.clone(),
-        ))
-    });
+    let operator = tokio::spawn(server::run(
+        admin,
+        Role::Admin,
+        daemon.clone(),
+        shutdown.clone(),
+    ));
     let spool = tokio::spawn(spool_timer(daemon.clone(), shutdown.clone()));
     // Held asks would keep their connections (and so the shutdown) waiting: deny them at once.
     let holds = {
@@ -144,9 +152,7 @@ pub async fn serve(
         })
     };
     let _ = agent.await;
-    if let Some(op) = operator {
-        let _ = op.await;
-    }
+    let _ = operator.await;
     let _ = spool.await;
     let _ = holds.await;
     // Last ingestion, then commit everything queued and stop the writer.
@@ -158,49 +164,73 @@ pub async fn serve(
     Ok(())
 }
 
-type Listeners = (
-    std::os::unix::net::UnixListener,
-    Option<std::os::unix::net::UnixListener>,
-    Vec<PathBuf>,
-);
+/// The sockets to serve, the paths bound here (removed at shutdown; never systemd's), and whether
+/// the (decide, admin) sockets came from systemd.
+struct Listeners {
+    decide: std::os::unix::net::UnixListener,
+    admin: std::os::unix::net::UnixListener,
+    bound: Vec<PathBuf>,
+    passed: (bool, bool),
+}
 
-/// Systemd's sockets when it passed any (`FileDescriptorName=decide` / `admin`, else in that
-/// order), otherwise both bound here.
+/// Systemd's sockets when it passed any (see `roles`), otherwise both bound here. Without an admin
+/// socket from systemd the daemon binds its own (operator only).
 fn listeners(config: &Config, paths: &Paths) -> Result<Listeners, ServeError> {
     let passed = listen::from_systemd()?;
-    if !passed.is_empty() {
-        let mut decide = None;
-        let mut admin = None;
-        let n = passed.len();
-        for (i, (name, l)) in passed.into_iter().enumerate() {
-            match (name.as_deref(), i) {
-                (Some("admin"), _) | (None, 1) => admin = Some(l),
-                (Some("decide"), _) | (None, 0) => decide = Some(l),
-                _ if decide.is_none() => decide = Some(l),
-                _ => return Err(ServeError::SystemdSockets(n)),
-            }
-        }
-        let decide = decide.ok_or(ServeError::SystemdSockets(n))?;
-        // No admin socket from systemd: bind it ourselves (operator only).
-        let (admin, bound) = match admin {
-            Some(a) => (Some(a), Vec::new()),
-            None => (
-                Some(listen::bind(
-                    &paths.admin_socket,
-                    config.sockets.admin_mode,
-                )?),
-                vec![paths.admin_socket.clone()],
-            ),
-        };
-        return Ok((decide, admin, bound));
+    if passed.is_empty() {
+        return Ok(Listeners {
+            decide: listen::bind(&paths.decide_socket, config.sockets.decide_mode)?,
+            admin: listen::bind(&paths.admin_socket, config.sockets.admin_mode)?,
+            bound: vec![paths.decide_socket.clone(), paths.admin_socket.clone()],
+            passed: (false, false),
+        });
     }
-    let decide = listen::bind(&paths.decide_socket, config.sockets.decide_mode)?;
-    let admin = listen::bind(&paths.admin_socket, config.sockets.admin_mode)?;
-    Ok((
-        decide,
-        Some(admin),
-        vec![paths.decide_socket.clone(), paths.admin_socket.clone()],
-    ))
+    let names: Vec<Option<&str>> = passed.iter().map(|(n, _)| n.as_deref()).collect();
+    let (decide_at, admin_at) = roles(&names)?;
+    let mut passed: Vec<_> = passed.into_iter().map(|(_, l)| Some(l)).collect();
+    let decide = passed[decide_at]
+        .take()
+        .expect("roles gives distinct indices");
+    Ok(match admin_at.and_then(|i| passed[i].take()) {
+        Some(admin) => Listeners {
+            decide,
+            admin,
+            bound: Vec::new(),
+            passed: (true, true),
+        },
+        None => Listeners {
+            decide,
+            admin: listen::bind(&paths.admin_socket, config.sockets.admin_mode)?,
+            bound: vec![paths.admin_socket.clone()],
+            passed: (true, false),
+        },
+    })
+}
+
+/// Which of the sockets systemd passed is the decide socket and which (if any) the admin socket:
+/// by name (`FileDescriptorName=decide` / `admin`); a socket with another name (systemd's default
+/// is the socket unit's name) or none by position, first decide, second admin. Two sockets for one
+/// role, a third socket, or no decide socket are refused: serving one socket of a role and closing
+/// the other would leave the other's clients waiting for an answer that never comes.
+fn roles(names: &[Option<&str>]) -> Result<(usize, Option<usize>), ServeError> {
+    let refuse = || {
+        let named: Vec<&str> = names.iter().map(|n| n.unwrap_or("(none)")).collect();
+        ServeError::SystemdSockets(named.join(":"))
+    };
+    let (mut decide, mut admin) = (None, None);
+    for (i, name) in names.iter().enumerate() {
+        let slot = match (*name, i) {
+            (Some("decide"), _) => &mut decide,
+            (Some("admin"), _) => &mut admin,
+            (_, 0) => &mut decide,
+            (_, 1) => &mut admin,
+            _ => return Err(refuse()),
+        };
+        if slot.replace(i).is_some() {
+            return Err(refuse());
+        }
+    }
+    Ok((decide.ok_or_else(refuse)?, admin))
 }
 
 async fn spool_timer(daemon: Arc<Daemon>, mut shutdown: watch::Receiver<bool>) {
@@ -221,5 +251,45 @@ async fn spool_timer(daemon: Arc<Daemon>, mut shutdown: watch::Receiver<bool>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passed_sockets_are_told_apart_by_name_else_by_position() {
+        let ok = |names: &[Option<&str>]| roles(names).unwrap();
+        assert_eq!(ok(&[Some("decide"), Some("admin")]), (0, Some(1)));
+        assert_eq!(ok(&[Some("admin"), Some("decide")]), (1, Some(0)));
+        assert_eq!(ok(&[Some("decide")]), (0, None));
+        assert_eq!(ok(&[None, None]), (0, Some(1)));
+        assert_eq!(ok(&[None]), (0, None));
+        // systemd's default name is the socket unit's.
+        assert_eq!(
+            ok(&[Some("cmdgated.socket"), Some("cmdgated-admin.socket")]),
+            (0, Some(1))
+        );
+    }
+
+    #[test]
+    fn two_sockets_for_one_role_a_third_socket_or_no_decide_socket_are_refused() {
+        for names in [
+            &[Some("decide"), Some("decide")][..],
+            &[Some("admin"), Some("admin")],
+            &[Some("admin"), None],
+            &[None, Some("decide")],
+            &[Some("admin")],
+            &[None, None, None],
+            &[Some("decide"), Some("admin"), Some("x")],
+        ] {
+            assert!(
+                matches!(roles(names), Err(ServeError::SystemdSockets(_))),
+                "{names:?}"
+            );
+        }
+        let err = roles(&[Some("decide"), Some("decide")]).unwrap_err();
+        assert!(err.to_string().contains("named decide:decide"), "{err}");
     }
 }

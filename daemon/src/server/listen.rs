@@ -99,10 +99,19 @@ pub fn bind(path: &Path, mode: u32) -> Result<std::os::unix::net::UnixListener, 
 /// systemd handed over), so this crate stays free of unsafe code.
 pub fn from_systemd() -> Result<Vec<(Option<String>, std::os::unix::net::UnixListener)>, ListenError>
 {
+    let ours = for_us(
+        std::env::var("LISTEN_PID").ok().as_deref(),
+        std::process::id(),
+    );
     let names: Vec<String> = std::env::var("LISTEN_FDNAMES")
         .map(|n| n.split(':').map(str::to_owned).collect())
         .unwrap_or_default();
+    // Also removes LISTEN_PID and LISTEN_FDS from our environment, so nothing we start takes them.
     let mut fds = listenfd::ListenFd::from_env();
+    if !ours {
+        // Not for us: leave the fds alone (listenfd itself would take them without LISTEN_PID).
+        return Ok(Vec::new());
+    }
     let mut out = Vec::new();
     for i in 0..fds.len() {
         if let Some(l) = fds.take_unix_listener(i).map_err(ListenError::Systemd)? {
@@ -113,10 +122,35 @@ pub fn from_systemd() -> Result<Vec<(Option<String>, std::os::unix::net::UnixLis
     Ok(out)
 }
 
+/// Whether `LISTEN_FDS` is meant for the process `pid`, as `sd_listen_fds(3)` decides: only when
+/// `LISTEN_PID` is exactly that pid. Absent, empty or another pid means the fds were passed to
+/// some other process (a parent that left its environment to us) and are not ours to serve.
+fn for_us(listen_pid: Option<&str>, pid: u32) -> bool {
+    listen_pid
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|p| p.parse::<u32>().ok())
+        == Some(pid)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn listen_fds_are_ours_only_when_listen_pid_names_us() {
+        assert!(for_us(Some("4242"), 4242));
+        for other in [
+            None,
+            Some(""),
+            Some("1"),
+            Some("+4242"),
+            Some(" 4242"),
+            Some("4242x"),
+        ] {
+            assert!(!for_us(other, 4242), "{other:?}");
+        }
+    }
 
     #[test]
     fn binds_with_the_mode_and_refuses_a_live_socket_or_a_file() {
