@@ -152,16 +152,39 @@ impl Gate {
 
     /// Starts `cmdgated` and waits until it answers on both sockets.
     pub fn start(&mut self) {
+        self.spawn_with(&[]);
+        self.wait_up();
+    }
+
+    /// Spawns `cmdgated` as the last argument of `wrapper` (empty: on its own), e.g. under
+    /// `systemd-socket-activate`, without waiting for it to answer. The log is `log_path()`.
+    pub fn spawn_with(&mut self, wrapper: &[std::ffi::OsString]) {
         assert!(self.daemon.is_none(), "already running");
         self.starts += 1;
         let log = std::fs::File::create(self.log_path()).unwrap();
-        let mut cmd = Command::new(&self.cmdgated);
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(&self.cmdgated);
+                cmd
+            }
+            None => Command::new(&self.cmdgated),
+        };
         self.env(&mut cmd);
         cmd.envs(self.daemon_env.iter().map(|(k, v)| (k, v)));
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log);
         self.daemon = Some(cmd.spawn().expect("spawn cmdgated"));
+    }
+
+    /// The pid of the process `start`/`spawn_with` spawned (the wrapper's, until it execs).
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.as_ref().map(Child::id)
+    }
+
+    /// Waits until the spawned daemon answers on the admin socket; fails with its log if it exits.
+    pub fn wait_up(&mut self) {
         let started = Instant::now();
         loop {
             // Both sockets are bound before either is served, and the decide socket may refuse
