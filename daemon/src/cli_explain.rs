@@ -49,7 +49,9 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         .unwrap_or(cwd)
         .to_string_lossy()
         .into_owned();
-    let read_policy = ReadPolicy::new(&home);
+    let mut read_policy = ReadPolicy::new(&home);
+    // As the daemon: a recursive search of the cwd / project root is judged by listing it.
+    read_policy.listing = Some(&crate::listing::list_dir);
     let own = locations.own_paths(&home);
     let rules = RuleSet::default();
     let limits = Limits::default();

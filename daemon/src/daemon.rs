@@ -429,6 +429,8 @@ impl Daemon {
                 project: None,
                 secrets: SecretPaths::new(&secrets, &home),
                 extension: None,
+                // Lists the cwd / project root for a recursive search of it (only when asked).
+                listing: Some(&crate::listing::list_dir),
             };
             let ctx = Context {
                 snapshot: &snapshot,

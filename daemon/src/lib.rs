@@ -22,6 +22,7 @@ pub mod cli_up;
 pub mod config;
 pub mod daemon;
 pub mod learning;
+pub mod listing;
 pub mod project;
 pub mod serve;
 pub mod testrun;

@@ -35,6 +35,7 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
         project: None,
         secrets: SecretPaths::new(&secrets, &home),
         extension: None,
+        listing: None,
     };
     classify(script, &policy) == ReadVerdict::PureRead
 }

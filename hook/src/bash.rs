@@ -98,7 +98,25 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
     if verified.is_some() {
         policy.extension = Some(&tier0);
     }
-    match read::classify(script, &policy) {
+    // A recursive search of the working directory or project root is judged by listing it
+    // (the policy's recursive rule 3). The listing is made only when it decides: a first pass
+    // answers "nothing secret there", and only if the whole command is then a read is the
+    // directory listed and the command classified again.
+    let listing_asked = Cell::new(false);
+    let optimistic = |_: &str| -> Option<Vec<String>> {
+        listing_asked.set(true);
+        Some(Vec::new())
+    };
+    let listing = crate::secrets::list_dir;
+    policy.listing = Some(&optimistic);
+    let mut verdict = read::classify(script, &policy);
+    if listing_asked.get() {
+        policy.listing = Some(&listing);
+        if verdict == ReadVerdict::PureRead {
+            verdict = read::classify(script, &policy);
+        }
+    }
+    match verdict {
         ReadVerdict::PureRead => match &map {
             // About to allow on the map's word: it must not be a replay of an older revision.
             MapState::Verified(v) if vouched.get() => {

@@ -105,10 +105,10 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
                     read("Grep outside secret paths")
                 };
             }
-            if secrets.tree_has_secret(&base) {
-                return Local::Route(format!("Grep in {} may read a secret path", base.display()));
-            }
-            // The recursive rule the daemon applies too, on the path as given and as resolved.
+            // The hook's own look at the tree (anchored secrets below it, secret names at its top).
+            let hook_refuses = secrets.tree_has_secret(&base);
+            // The recursive rule the daemon applies too, on the path as given and as resolved; its
+            // reason names the secret entry, so it is preferred.
             let home = cfg
                 .home
                 .as_deref()
@@ -117,14 +117,31 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
             let project = project_dir.display().to_string();
             let cwd_s = normalize(".", cwd, secrets.home).display().to_string();
             let real = std::fs::canonicalize(&base).unwrap_or_else(|_| base.clone());
-            for place in [&base, &real] {
+            let places = if real == base {
+                vec![&base]
+            } else {
+                vec![&base, &real]
+            };
+            // The listing (rule 3) is made only when nothing else refuses the search.
+            let listing = crate::secrets::list_dir;
+            for place in places {
                 let place = place.display().to_string();
-                if let Err(risk) = claude_grep(&policy, &place, glob, &cwd_s, Some(&project)) {
+                if let Err(risk) = claude_grep(
+                    &policy,
+                    &place,
+                    glob,
+                    &cwd_s,
+                    Some(&project),
+                    Some(&listing),
+                ) {
                     return Local::Route(format!(
                         "Grep searches {place} recursively, which {}",
                         risk.why()
                     ));
                 }
+            }
+            if hook_refuses {
+                return Local::Route(format!("Grep in {} may read a secret path", base.display()));
             }
             read("Grep outside secret paths")
         }

@@ -5,7 +5,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use cmdgate_policy::shell::read::{SecretPaths, DEFAULT_SECRET_PATTERNS};
+use cmdgate_policy::shell::read::{SecretPaths, DEFAULT_SECRET_PATTERNS, MAX_LISTING};
 
 /// Directories (relative to `$HOME`) that hold credentials or cmdgate's own authority.
 const HOME_SECRET_DIRS: &[&str] = &[
@@ -159,6 +159,20 @@ fn glob_match_one(glob: &str, name: &str) -> bool {
         }
     }
     dp[tokens.len()][name.len()]
+}
+
+/// One level of `dir` for the policy's recursive-read rule 3: entry names, or `None` when it
+/// cannot be read (or an entry cannot) or has more than `MAX_LISTING` entries. Links are not
+/// followed into: names only.
+pub fn list_dir(dir: &str) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        if out.len() == MAX_LISTING {
+            return None;
+        }
+        out.push(entry.ok()?.file_name().to_string_lossy().into_owned());
+    }
+    Some(out)
 }
 
 /// The policy's secret list (shared with the daemon) for `home`, with `$CMDGATE_SECRET_PATHS`.

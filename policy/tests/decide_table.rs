@@ -552,3 +552,66 @@ fn every_decision_names_its_revision() {
         }
     }
 }
+
+fn clean_root(dir: &str) -> Option<Vec<String>> {
+    (dir.trim_end_matches("/.") == PROJECT)
+        .then(|| vec!["src".into(), "Cargo.toml".into(), ".git".into()])
+}
+
+fn root_with_env(dir: &str) -> Option<Vec<String>> {
+    (dir.trim_end_matches("/.") == PROJECT).then(|| vec!["src".into(), ".env".into()])
+}
+
+fn unreadable(_: &str) -> Option<Vec<String>> {
+    None
+}
+
+#[test]
+fn grep_of_the_project_root_is_judged_by_its_listing() {
+    use serde_json::json;
+    let t = |name: &str, input: serde_json::Value| Tool::from_claude(name, &input).unwrap();
+    let bash = |cmd: &str| Tool::Bash {
+        command: cmd.into(),
+    };
+    let decided = |w: &World, tool: Tool| match w.step(tool) {
+        Step::Decided(d) => d,
+        Step::TestRun(_) => panic!("a search is never test-run"),
+    };
+    let mut w = World::new();
+    w.policy.listing = Some(&clean_root);
+    for tool in [
+        t("Grep", json!({"pattern": "x"})),
+        t("Grep", json!({"pattern": "x", "path": PROJECT})),
+        t("Grep", json!({"pattern": "x", "path": "."})),
+    ] {
+        assert_eq!(decided(&w, tool.clone()).verb(), "allow", "{tool:?}");
+    }
+    for cmd in ["grep -r TODO .", "rg TODO"] {
+        let d = decided(&w, bash(cmd));
+        assert_eq!(d.verb(), "allow", "{cmd}: {d:?}");
+    }
+    // Above the project, and following links, stay asks whatever the listing says.
+    assert_eq!(
+        decided(&w, t("Grep", json!({"pattern": "x", "path": HOME}))).verb(),
+        "ask"
+    );
+    assert_eq!(decided(&w, bash("grep -R TODO .")).verb(), "ask");
+
+    w.policy.listing = Some(&root_with_env);
+    let d = decided(&w, t("Grep", json!({"pattern": "x"})));
+    assert_eq!(d.verb(), "ask");
+    let reason = &d.evidence().reason;
+    assert!(reason.contains("`./.env`"), "{reason}");
+    let d = decided(&w, bash("grep -r TODO ."));
+    assert_eq!(d.verb(), "ask", "a secret read is asked, never test-run");
+    assert!(d.evidence().reason.contains("`./.env`"), "{:?}", d);
+
+    w.policy.listing = Some(&unreadable);
+    let d = decided(&w, t("Grep", json!({"pattern": "x"})));
+    assert_eq!(d.verb(), "ask");
+    assert!(
+        d.evidence().reason.contains("could not be listed"),
+        "{:?}",
+        d
+    );
+}

@@ -583,3 +583,189 @@ read!(rec_find_home_names: "find ~ -name '*.rs'");
 read!(rec_du_home: "du -sh ~");
 read!(rec_rg_files: "rg --files ~");
 read!(rec_tree_root: "tree -L 2 /");
+
+// ---- rule 3: the working directory / project root, judged by a one-level listing ----
+// The caller lists (this crate does no IO): a fake file system of directory → entries.
+
+/// Classifies `cmd` run from `cwd` in /home/agent/project with `tree` as the only listable
+/// directories (anything else: unreadable).
+fn listed(cmd: &str, cwd: &str, tree: &[(&str, &[&str])]) -> Result<(), String> {
+    // The place is passed as the command names it (`/cwd/.`, `/cwd/../..`): resolve it as the OS.
+    let list = |dir: &str| -> Option<Vec<String>> {
+        let mut comps: Vec<&str> = Vec::new();
+        for c in dir.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if c == ".." {
+                comps.pop();
+            } else {
+                comps.push(c);
+            }
+        }
+        let dir = format!("/{}", comps.join("/"));
+        tree.iter()
+            .find(|(d, _)| *d == dir)
+            .map(|(_, e)| e.iter().map(|s| (*s).to_owned()).collect())
+    };
+    let mut p = policy();
+    p.cwd = Some(cwd.to_owned());
+    p.listing = Some(&list);
+    match classify_analysis(&analyze(cmd, &Limits::default()), &p) {
+        ReadVerdict::PureRead => Ok(()),
+        ReadVerdict::NotRead { reason, .. } => Err(reason.to_string()),
+    }
+}
+
+const PROJECT: &str = "/home/agent/project";
+const CLEAN: &[&str] = &[
+    "src",
+    "Cargo.toml",
+    "README.md",
+    ".git",
+    ".gitignore",
+    "target",
+];
+
+#[test]
+fn rec_listing_clean_root_is_a_read() {
+    for cmd in [
+        "grep -r DB_PASSWORD .",
+        "grep -rn x",
+        "rg DB_PASSWORD",
+        "rg -n x .",
+        "ag x",
+        "git grep --no-index KEY",
+        "grep -r x /home/agent/project",
+    ] {
+        assert_eq!(listed(cmd, PROJECT, &[(PROJECT, CLEAN)]), Ok(()), "{cmd}");
+    }
+}
+
+#[test]
+fn rec_listing_secret_entries_are_named() {
+    for (entry, shown) in [
+        (".env", "`./.env`"),
+        (".env.production", "`./.env.production`"),
+        ("id_rsa", "`./id_rsa`"),
+        ("server.pem", "`./server.pem`"),
+        ("TLS.KEY", "`./TLS.KEY`"),
+        (".ENV", "`./.ENV`"),
+        (".ssh", "`./.ssh`"),
+        (".aws", "`./.aws`"),
+        (".gnupg", "`./.gnupg`"),
+        (".netrc", "`./.netrc`"),
+    ] {
+        let mut entries = CLEAN.to_vec();
+        entries.push(entry);
+        for cmd in ["grep -r TODO .", "rg TODO"] {
+            let why = listed(cmd, PROJECT, &[(PROJECT, &entries)]).unwrap_err();
+            assert!(
+                why.contains(shown) && why.contains("secret-path list"),
+                "{cmd} with {entry}: {why}"
+            );
+        }
+    }
+}
+
+#[test]
+fn rec_listing_follows_secret_paths_down() {
+    // `.config` is only secret where it holds `gh`, `gcloud`, `hub`; `.cargo` where it holds
+    // `credentials`.
+    let root: &[&str] = &["src", ".config", ".cargo"];
+    let config_ok: &[&str] = &["nvim"];
+    let cargo_ok: &[&str] = &["config.toml"];
+    let config_gh: &[&str] = &["nvim", "gh"];
+    let cargo_cred: &[&str] = &["config.toml", "credentials.toml"];
+    let at = |d: &str| format!("{PROJECT}/{d}");
+    let (c, g) = (at(".config"), at(".cargo"));
+    assert_eq!(
+        listed(
+            "rg x",
+            PROJECT,
+            &[(PROJECT, root), (&c, config_ok), (&g, cargo_ok)]
+        ),
+        Ok(())
+    );
+    let why = listed(
+        "rg x",
+        PROJECT,
+        &[(PROJECT, root), (&c, config_gh), (&g, cargo_ok)],
+    )
+    .unwrap_err();
+    assert!(why.contains("`./.config/gh`"), "{why}");
+    let why = listed(
+        "rg x",
+        PROJECT,
+        &[(PROJECT, root), (&c, config_ok), (&g, cargo_cred)],
+    )
+    .unwrap_err();
+    assert!(why.contains("`./.cargo/credentials.toml`"), "{why}");
+    // A directory on the way that cannot be listed: not a read.
+    let why = listed("rg x", PROJECT, &[(PROJECT, root), (&c, config_ok)]).unwrap_err();
+    assert!(why.contains("could not be listed"), "{why}");
+}
+
+#[test]
+fn rec_listing_unavailable_or_too_long_is_not_a_read() {
+    // No listing for the directory (unreadable).
+    let why = listed("grep -r x .", PROJECT, &[]).unwrap_err();
+    assert!(why.contains("`.` could not be listed"), "{why}");
+    // More entries than the bound.
+    let many: Vec<String> = (0..=cmdgate_policy::shell::read::MAX_LISTING)
+        .map(|i| format!("f{i}.txt"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let why = listed("rg x", PROJECT, &[(PROJECT, &many)]).unwrap_err();
+    assert!(why.contains("more than 4096 entries"), "{why}");
+    // No listing given at all (the daemon's rule editor, `cmdgate explain` without a cwd).
+    match verdict("grep -r x .") {
+        ReadVerdict::NotRead { reason, .. } => {
+            assert!(reason.to_string().contains("may hold secret files"))
+        }
+        ReadVerdict::PureRead => panic!("no listing: not a read"),
+    }
+}
+
+#[test]
+fn rec_listing_keeps_the_other_rules() {
+    let tree: &[(&str, &[&str])] = &[
+        (PROJECT, CLEAN),
+        ("/home/agent", CLEAN),
+        ("/srv/app", CLEAN),
+    ];
+    for (cmd, cwd, why) in [
+        // Following links: a link in the tree can lead anywhere.
+        ("grep -R x .", PROJECT, "may hold secret files"),
+        ("rg -L x", PROJECT, "may hold secret files"),
+        // Above the project, above a secret directory, outside the project.
+        ("grep -r x ..", PROJECT, "holds secret paths"),
+        ("grep -r x /srv/app", PROJECT, "may hold secret files"),
+        ("grep -r x .", "/srv/app", "may hold secret files"),
+        // Only known at run time.
+        ("grep -r x \"$DIR\"", PROJECT, "only known at run time"),
+    ] {
+        let err = listed(cmd, cwd, tree).unwrap_err();
+        assert!(err.contains(why), "{cmd} in {cwd}: {err}");
+    }
+}
+
+#[test]
+fn rec_listing_covers_a_working_directory_below_the_place() {
+    // Searching the project root from `services/api`: the root and the cwd are both listed.
+    let cwd = format!("{PROJECT}/services/api");
+    let api_env: &[&str] = &["main.rs", ".env"];
+    let api_ok: &[&str] = &["main.rs"];
+    let why = listed(
+        &format!("grep -r x {PROJECT}"),
+        &cwd,
+        &[(PROJECT, CLEAN), (&cwd, api_env)],
+    )
+    .unwrap_err();
+    assert!(why.contains("`./services/api/.env`"), "{why}");
+    assert_eq!(
+        listed("grep -r x ../..", &cwd, &[(PROJECT, CLEAN), (&cwd, api_ok)]),
+        Ok(())
+    );
+    // The cwd itself, a subdirectory of the project.
+    assert_eq!(listed("rg x", &cwd, &[(&cwd, api_ok)]), Ok(()));
+    let why = listed("rg x", &cwd, &[(&cwd, api_env)]).unwrap_err();
+    assert!(why.contains("`./.env`"), "{why}");
+}

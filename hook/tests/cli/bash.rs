@@ -57,8 +57,8 @@ fn recursive_searches_over_secrets_are_routed_and_subdirectories_stay_reads() {
         ("grep -r KEY ~", "holds secret paths"),
         (up_home.as_str(), "holds secret paths"),
         ("rg KEY ~", "holds secret paths"),
-        ("grep -r DB_PASSWORD .", "may hold secret files"),
-        ("rg DB_PASSWORD", "may hold secret files"),
+        ("grep -R DB_PASSWORD .", "may hold secret files"),
+        ("rg -L DB_PASSWORD", "may hold secret files"),
         ("cat ~/.ssh/*", "secret"),
     ] {
         let reason = w.run(&w.pre("Bash", bash(command)), &[]).denied();
@@ -76,6 +76,36 @@ fn recursive_searches_over_secrets_are_routed_and_subdirectories_stay_reads() {
         .denied();
     assert!(reason.contains("holds secret paths"), "{reason}");
     for command in ["grep -r TODO src/", "rg fn src", "grep -rn x ./docs"] {
+        let (d, reason) = w.run(&w.pre("Bash", bash(command)), &[]).decision();
+        assert_eq!(d, "allow", "{command}: {reason}");
+    }
+}
+
+#[test]
+fn recursive_searches_of_the_working_directory_are_judged_by_listing_it() {
+    let w = World::new();
+    std::fs::create_dir_all(w.path("work/src")).unwrap();
+    std::fs::write(w.path("work/README.md"), "# x\n").unwrap();
+    let searches = ["grep -r TODO .", "grep -rn TODO", "rg TODO", "rg -n TODO ."];
+    for command in searches {
+        let (d, reason) = w.run(&w.pre("Bash", bash(command)), &[]).decision();
+        assert_eq!(d, "allow", "{command}: {reason}");
+    }
+    // With a secret-named entry at the top level: routed (denied without the daemon), named.
+    std::fs::write(w.path("work/.env"), "DB_PASSWORD=x\n").unwrap();
+    for command in searches {
+        let reason = w.run(&w.pre("Bash", bash(command)), &[]).denied();
+        assert!(
+            reason.contains("`./.env`") && reason.contains("cmdgate up"),
+            "{command}: {reason}"
+        );
+    }
+    // Something else refuses the command: routed on that reason (and no listing is needed).
+    let reason = w
+        .run(&w.pre("Bash", bash("grep -r TODO . && rm -f x")), &[])
+        .denied();
+    assert!(reason.contains("cmdgate up"), "{reason}");
+    for command in ["grep -r TODO src", "rg -g '[!.]*.rs' TODO"] {
         let (d, reason) = w.run(&w.pre("Bash", bash(command)), &[]).decision();
         assert_eq!(d, "allow", "{command}: {reason}");
     }

@@ -79,7 +79,7 @@ fn secret_reads_go_to_the_daemon_and_deny_without_it() {
 
 #[test]
 fn grep_over_a_tree_that_may_hold_secrets_goes_to_the_daemon() {
-    // Nothing secret-named exists here: the rule is decided from the paths, not by listing.
+    // Nothing secret-named exists here: these are refused by their paths, not by a listing.
     let w = World::new();
     let home = w.path("home").display().to_string();
     std::fs::create_dir_all(w.path("work/src")).unwrap();
@@ -91,16 +91,6 @@ fn grep_over_a_tree_that_may_hold_secrets_goes_to_the_daemon() {
         (
             json!({"pattern": "KEY", "path": "../home", "glob": "[!.]*.txt"}),
             "secret",
-        ),
-        // No path: Claude Code searches the cwd, the project root, where `.env` files live.
-        (json!({"pattern": "DB_PASSWORD"}), "may hold secret files"),
-        (
-            json!({"pattern": "DB_PASSWORD", "path": w.work()}),
-            "may hold secret files",
-        ),
-        (
-            json!({"pattern": "x", "glob": "*.rs"}),
-            "may hold secret files",
         ),
         (json!({"pattern": "x", "glob": "*.rs,*.pem"}), "secret"),
         // Outside the project.
@@ -114,6 +104,61 @@ fn grep_over_a_tree_that_may_hold_secrets_goes_to_the_daemon() {
         assert!(reason.contains(why), "{input}: {reason}");
     }
     assert!(w.spool().is_empty());
+}
+
+#[test]
+fn grep_of_the_project_root_is_judged_by_listing_it() {
+    // No path: Claude Code searches the cwd, the project root, where `.env` files live. Its top
+    // level is listed by the hook: nothing secret-named there, a read allowed without the daemon.
+    let w = World::new();
+    std::fs::create_dir_all(w.path("work/src")).unwrap();
+    std::fs::create_dir_all(w.path("work/.git")).unwrap();
+    std::fs::write(w.path("work/Cargo.toml"), "[package]\n").unwrap();
+    let root_searches = [
+        json!({"pattern": "DB_PASSWORD"}),
+        json!({"pattern": "DB_PASSWORD", "path": w.work()}),
+        json!({"pattern": "x", "path": "."}),
+        json!({"pattern": "x", "glob": "*.rs"}),
+    ];
+    for input in &root_searches {
+        let (d, reason) = w.run(&w.pre("Grep", input.clone()), &[]).decision();
+        assert_eq!(d, "allow", "{input}: {reason}");
+        assert!(reason.contains("allowed by the hook"), "{input}: {reason}");
+    }
+    assert_eq!(w.spool().len(), root_searches.len());
+
+    // A secret-named entry at the top level: routed to the daemon (denied without it), named.
+    for (entry, dir) in [
+        (".env", false),
+        ("id_rsa", false),
+        ("tls.key", false),
+        (".ssh", true),
+    ] {
+        let w = World::new();
+        let path = w.path(&format!("work/{entry}"));
+        if dir {
+            std::fs::create_dir_all(&path).unwrap();
+        } else {
+            std::fs::write(&path, "SECRET=1\n").unwrap();
+        }
+        for input in [
+            json!({"pattern": "DB_PASSWORD"}),
+            json!({"pattern": "DB_PASSWORD", "path": w.work()}),
+            json!({"pattern": "x", "path": "."}),
+        ] {
+            let reason = w.run(&w.pre("Grep", input.clone()), &[]).denied();
+            assert!(
+                reason.contains(&format!("`./{entry}`")) && reason.contains("cmdgate up"),
+                "{entry}, {input}: {reason}"
+            );
+        }
+        // A subdirectory stays a read (rule 2).
+        std::fs::create_dir_all(w.path("work/src")).unwrap();
+        let input = json!({"pattern": "x", "path": "src"});
+        let (d, reason) = w.run(&w.pre("Grep", input), &[]).decision();
+        assert_eq!(d, "allow", "{entry}: {reason}");
+        assert_eq!(w.spool().len(), 1, "only the read is spooled");
+    }
 }
 
 #[test]

@@ -152,8 +152,9 @@ pub struct Context<'a> {
     pub rules: &'a RuleSet,
     /// The breaker (session or global) is open: read-only mode.
     pub breaker_open: bool,
-    /// Secret paths and home for read classification (its `cwd`, `project` and `extension` are
-    /// replaced per request: the request's cwd and project root, and tier 0 of `snapshot`).
+    /// Secret paths, home and directory listing for read classification (its `cwd`, `project` and
+    /// `extension` are replaced per request: the request's cwd and project root, and tier 0 of
+    /// `snapshot`).
     pub read_policy: &'a ReadPolicy<'a>,
     pub limits: Limits,
     /// The agent's home directory (for `~`, catastrophic targets).
@@ -570,6 +571,7 @@ fn with_read_policy<R>(
         project: Some(project_root.to_owned()),
         secrets: ctx.read_policy.secrets.clone(),
         extension: Some(&tier_zero),
+        listing: ctx.read_policy.listing,
     };
     f(&policy)
 }

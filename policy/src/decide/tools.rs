@@ -202,6 +202,7 @@ pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> De
                     pattern.as_deref(),
                     &cwd,
                     Some(req.project_root),
+                    ctx.read_policy.listing,
                 ) {
                     Ok(()) => Decision::Allow(ev(
                         Source::BuiltinRead,

@@ -35,7 +35,7 @@ mod sed;
 
 use std::fmt;
 
-pub use recursive::{SearchSite, TreeRisk};
+pub use recursive::{DirListing, SearchSite, TreeRisk, MAX_LISTING};
 pub use secrets::{SecretPaths, DEFAULT_SECRET_PATTERNS};
 
 use super::types::{Analysis, RedirectKind, Script, SimpleCommand, Word};
@@ -66,6 +66,9 @@ pub struct ReadPolicy<'a> {
     pub secrets: SecretPaths,
     /// Tier 0 of the verified tier map, if any.
     pub extension: Option<&'a dyn ReadExtension>,
+    /// Lists the working directory or project root for a recursive search of it
+    /// ([`recursive`], rule 3); `None`: such a search is never a read.
+    pub listing: Option<&'a dyn DirListing>,
 }
 
 impl<'a> ReadPolicy<'a> {
@@ -77,6 +80,7 @@ impl<'a> ReadPolicy<'a> {
             project: None,
             secrets: SecretPaths::new(DEFAULT_SECRET_PATTERNS, home),
             extension: None,
+            listing: None,
         }
     }
 }
@@ -398,6 +402,7 @@ impl Ctx<'_, '_> {
             secrets: &self.policy.secrets,
             project: self.policy.project.as_deref(),
             cwds: &self.cwds,
+            listing: self.policy.listing,
         };
         let filtered = site.filtered(&search.only);
         let dot = Word::Static(".".to_owned());
@@ -407,10 +412,12 @@ impl Ctx<'_, '_> {
             let rank = |r: &NotReadReason| match r {
                 NotReadReason::RecursiveSecret { risk, .. } => match risk {
                     TreeRisk::HoldsSecret => 0,
-                    TreeRisk::Unknown => 1,
-                    TreeRisk::MayHoldSecretFiles => 2,
+                    TreeRisk::SecretEntry(_) => 1,
+                    TreeRisk::Unknown => 2,
+                    TreeRisk::Unlisted(_) => 3,
+                    TreeRisk::MayHoldSecretFiles => 4,
                 },
-                _ => 3,
+                _ => 5,
             };
             if worst.as_ref().is_none_or(|w| rank(&r) < rank(w)) {
                 worst = Some(r);

@@ -182,6 +182,32 @@ impl SecretPaths {
     }
 }
 
+impl SecretPaths {
+    /// Is the directory entry `name` a secret file name (`.env`, `*.pem`, `id_rsa`, …)? Case is
+    /// ignored (`.ENV` on a case-insensitive file system is `.env`).
+    pub fn secret_name(&self, name: &str) -> bool {
+        let lower = name.to_ascii_lowercase();
+        self.names
+            .iter()
+            .any(|n| may_match(name, n, false) || may_match(&lower, &n.to_ascii_lowercase(), false))
+    }
+
+    /// The rest of every anchored secret path whose tail starts with the entry `name`: `[]` for
+    /// `.ssh` (of `~/.ssh`), `["gh"]` for `.config` (of `~/.config/gh`). Case is ignored.
+    pub fn tails_after<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s [String]> + 's {
+        self.tails.iter().filter_map(move |t| {
+            let (first, rest) = t.split_first()?;
+            (may_match(name, first, false)
+                || may_match(
+                    &name.to_ascii_lowercase(),
+                    &first.to_ascii_lowercase(),
+                    false,
+                ))
+            .then_some(rest)
+        })
+    }
+}
+
 /// A filter glob's alternatives with `**` as `*`, `[…]` as `?` and `{a,b}` expanded (one level;
 /// nested or too many groups become `*`).
 fn widen_filter(glob: &str) -> Vec<String> {
