@@ -17,12 +17,17 @@ fn a_search_of_a_clean_project_root_is_a_read_and_a_secret_there_needs_a_person(
     // so the hook allows it without the daemon.
     let (d, reason) = g.pre_tool("grep-clean", "Grep", json!({"pattern": "precious"}));
     assert_eq!(d, "allow", "{reason}");
-    assert!(g.decision_row("grep-clean").is_none(), "it reached the daemon");
+    assert!(
+        g.decision_row("grep-clean").is_none(),
+        "it reached the daemon"
+    );
     // A command whose other part is not a read reaches the daemon, which lists the root itself and
     // judges the search a read (the rest is test-run).
     let (d, reason) = g.pre("mixed-clean", "grep -r precious . && touch searched.txt");
     assert_eq!(d, "allow", "{reason}");
-    let row = g.decision_row("mixed-clean").expect("decided by the daemon");
+    let row = g
+        .decision_row("mixed-clean")
+        .expect("decided by the daemon");
     assert_eq!(row["source"], "sandbox", "{row}");
 
     // A `.env` at the root: the search would print it. Neither the hook nor the daemon lets it
