@@ -23,6 +23,10 @@ const CASES: &[(&str, &str)] = &[
          src/lib.rs | sort -n; git branch --list | head; test -f Cargo.lock && echo locked; \
          git show --stat HEAD | head -3; ls -1 docs | head -3",
     ),
+    (
+        "`grep -rn TODO .` (recursive search of the project root: one-level listing, local allow)",
+        "grep -rn TODO .",
+    ),
     ("`rm -rf build` (denied: daemon absent)", "rm -rf build"),
 ];
 
