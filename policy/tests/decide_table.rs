@@ -218,6 +218,21 @@ fn secret_reads_ask_a_person_instead_of_a_test_run() {
 }
 
 #[test]
+fn a_secret_reached_through_cd_is_asked_not_test_run() {
+    // Each part alone reads nothing secret (`cat id_rsa` in the project, `grep -r KEY src` below
+    // it); only the whole string, which follows `cd`, shows the secret. A clean test-run of these
+    // would vouch for a leaked key.
+    table! { World::new();
+        ask("cd ~/.ssh && cat id_rsa" => ToolPolicy);
+        ask("cd ~/.config && cat gh/hosts.yml" => ToolPolicy);
+        ask("cd ~ && grep -r KEY src" => ToolPolicy);
+        ask("cd / && grep -r KEY home" => ToolPolicy);
+        // Near misses: a `cd` inside the project still test-runs what is not a read.
+        test_run("cd src && make all");
+    }
+}
+
+#[test]
 fn read_only_project_runs_reads_only() {
     let mut w = World::new();
     w.snapshot = Snapshot::read_only("no CLAUDE_CMDS.md in the project");

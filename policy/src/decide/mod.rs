@@ -317,7 +317,11 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
     };
     // 3. Read-only project or open breaker ⇒ reads only.
     if !all_reads {
-        let (first_not_read, why_not) = whole.clone().err().unwrap_or_default();
+        let (first_not_read, why_not) = whole
+            .as_ref()
+            .err()
+            .map(|(i, why)| (*i, why.to_string()))
+            .unwrap_or_default();
         if let Snapshot::ReadOnly { reason } = ctx.snapshot {
             return decided(Decision::Deny(ev(
                 Source::ReadOnlyMap,
@@ -381,6 +385,17 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
     // A learned entry only stands where the command would otherwise be test-run: a map that now
     // puts a part in tier 2 (or behind a privilege wrapper) asks, whatever was learned before.
     let learned = rule_hit.iter().find(|r| r.kind == RuleKind::Learned);
+    // 6. A secret only the whole string reaches (`cd ~/.config && cat gh/hosts.yml`: each part
+    // alone reads nothing secret) is asked too, never test-run.
+    if let Err((i, why)) = &whole {
+        if why.reads_secret() {
+            return decided(Decision::Ask(ev(
+                Source::ToolPolicy,
+                None,
+                format!("part {} reads secrets: {why}; a person must decide", i + 1),
+            )));
+        }
+    }
     // 6–7. Per part: tier 2, privilege wrappers and run-time values ⇒ ask; else test-run.
     let mut options = SandboxOptions::default();
     let mut first_tier1 = true;
@@ -532,14 +547,14 @@ fn whole_is_read(
     cwd: &str,
     project_root: &str,
     ctx: Context<'_>,
-) -> Result<(), (usize, String)> {
+) -> Result<(), (usize, read::NotReadReason)> {
     with_read_policy(cwd, project_root, ctx, |policy| {
         match read::classify(script, policy) {
             ReadVerdict::PureRead => Ok(()),
             ReadVerdict::NotRead {
                 command_index,
                 reason,
-            } => Err((command_index, reason.to_string())),
+            } => Err((command_index, reason)),
         }
     })
 }
