@@ -446,7 +446,22 @@ impl Daemon {
                 project_root: &root_s,
                 cwd: &cwd_s,
             };
-            decide::decide(request, ctx)
+            let step = decide::decide(request, ctx);
+            // The policy judges a read tool's path as spelled (no IO); a symbolic link can lead
+            // elsewhere (`notes.txt -> ~/.ssh/id_rsa`). An allow must hold where it resolves too.
+            match (&step, resolved_read_tool(&tool, &cwd_s)) {
+                (Step::Decided(Decision::Allow(_)), Some(real)) => match decide::decide(
+                    Request {
+                        tool: &real,
+                        ..request
+                    },
+                    ctx,
+                ) {
+                    Step::Decided(Decision::Allow(_)) => step,
+                    stricter => stricter,
+                },
+                _ => step,
+            }
         };
         describe_parts(&mut entry, &tool, &snapshot);
 
@@ -1218,6 +1233,33 @@ fn request_entry(peer: Peer, req: &DecideRequest) -> Entry {
             (None, None) => None,
         },
         ..Entry::default()
+    }
+}
+
+/// A read tool (`Read`, `Glob`, `Grep`, `LS`) with its path as the file system resolves it
+/// (symbolic links followed), when that differs from how it is spelled; `None` otherwise, or when
+/// it does not resolve (nothing there to read through a link).
+fn resolved_read_tool(tool: &Tool, cwd: &str) -> Option<Tool> {
+    let real = |path: &str| -> Option<String> {
+        let spelled = Path::new(cwd).join(path);
+        let real = std::fs::canonicalize(&spelled).ok()?;
+        (real != spelled).then(|| real.to_string_lossy().into_owned())
+    };
+    match tool {
+        Tool::Read { tool, path } => Some(Tool::Read {
+            tool: tool.clone(),
+            path: real(path)?,
+        }),
+        Tool::Search {
+            tool,
+            path,
+            pattern,
+        } => Some(Tool::Search {
+            tool: tool.clone(),
+            path: Some(real(path.as_deref().unwrap_or("."))?),
+            pattern: pattern.clone(),
+        }),
+        _ => None,
     }
 }
 

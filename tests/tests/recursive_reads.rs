@@ -47,3 +47,35 @@ fn a_search_of_a_clean_project_root_is_a_read_and_a_secret_there_needs_a_person(
     let (d, reason) = g.pre("sub", "grep -r TODO src");
     assert_eq!(d, "allow", "{reason}");
 }
+
+#[test]
+fn a_symlink_the_hook_routes_is_not_allowed_by_the_daemon_on_its_spelling() {
+    let mut g = Gate::new();
+    g.init_signed();
+    g.start();
+    // Secrets outside the project, reached through links inside it.
+    let outside = g.dir.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join(".env"), "DB_PASSWORD=hunter2\n").unwrap();
+    std::os::unix::fs::symlink(outside.join(".env"), g.proj.join("notes.txt")).unwrap();
+    std::os::unix::fs::symlink(&outside, g.proj.join("docs")).unwrap();
+    // The hook sees through the links and routes both; the daemon must not allow them on the
+    // name the link has in the project.
+    let read = g.proj.join("notes.txt").display().to_string();
+    let (d, reason) = g.pre_tool("read-link", "Read", json!({"file_path": read}));
+    assert_ne!(d, "allow", "{reason}");
+    let (d, reason) = g.pre_tool(
+        "grep-link",
+        "Grep",
+        json!({"pattern": "PASSWORD", "path": "docs"}),
+    );
+    assert_ne!(d, "allow", "{reason}");
+    // A plain file and directory in the project stay reads.
+    std::fs::write(g.proj.join("plain.txt"), "x\n").unwrap();
+    std::fs::create_dir_all(g.proj.join("src")).unwrap();
+    let plain = g.proj.join("plain.txt").display().to_string();
+    let (d, reason) = g.pre_tool("read-plain", "Read", json!({"file_path": plain}));
+    assert_eq!(d, "allow", "{reason}");
+    let (d, reason) = g.pre_tool("grep-src", "Grep", json!({"pattern": "x", "path": "src"}));
+    assert_eq!(d, "allow", "{reason}");
+}
