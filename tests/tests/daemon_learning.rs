@@ -10,8 +10,6 @@
 #[allow(dead_code)]
 mod daemon_common;
 
-use std::process::{Command, Stdio};
-
 use daemon_common::Gate;
 use serde_json::{json, Value};
 
@@ -301,23 +299,7 @@ fn a_command_learned_in_one_project_is_not_learned_in_another() {
     config(&g, "[promotion]\nk = 1\n");
     g.init_signed();
     // Project B: a second git checkout with its own signed map.
-    let b = g.dir.path().join("other");
-    std::fs::create_dir_all(&b).unwrap();
-    let git = Command::new("git")
-        .args(["init", "-q", "."])
-        .current_dir(&b)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(git.success());
-    let done = g.cli(&[
-        "init",
-        "--sign",
-        "--force",
-        "--project",
-        b.to_str().unwrap(),
-    ]);
-    assert!(done.status.success(), "{}", done.stderr_text());
+    let b = g.other_project();
     g.start();
     earn(&g, "in-a", BUILD);
     let (_, reason) = g.pre("again-in-a", BUILD);

@@ -7,8 +7,8 @@
 )]
 mod daemon_common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
@@ -40,28 +40,6 @@ fn cli_in(g: &Gate, dir: &Path, args: &[&str]) -> Finished {
     cmd.args(args).current_dir(dir);
     g.env(&mut cmd);
     run_bounded(&mut cmd, b"", Duration::from_secs(120))
-}
-
-/// A second git project with its own signed starter map.
-fn other_project(g: &Gate) -> PathBuf {
-    let b = g.dir.path().join("proj-b");
-    std::fs::create_dir_all(&b).unwrap();
-    let ok = Command::new("git")
-        .args(["init", "-q", "."])
-        .current_dir(&b)
-        .stdout(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(ok.success());
-    let done = g.cli(&[
-        "init",
-        "--sign",
-        "--force",
-        "--project",
-        b.to_str().unwrap(),
-    ]);
-    assert!(done.status.success(), "init B: {}", done.stderr_text());
-    b
 }
 
 #[test]
@@ -168,7 +146,7 @@ fn a_remembered_rejection_denies_with_the_note_until_disabled_or_removed() {
 fn a_remembered_approval_is_scoped_to_its_project() {
     let mut g = Gate::new();
     g.init_signed();
-    let b = other_project(&g);
+    let b = g.other_project();
     g.start();
     // Tier 2 in the starter map: asked in both projects.
     let push = "git push origin main";

@@ -123,6 +123,28 @@ impl Gate {
             .unwrap_or_else(|e| panic!("cmdgate {args:?}: {e}: {}", done.stdout_text()))
     }
 
+    /// A second git project beside the gate's, with its own signed starter map.
+    pub fn other_project(&self) -> PathBuf {
+        let b = self.dir.path().join("proj-b");
+        std::fs::create_dir_all(&b).unwrap();
+        let ok = Command::new("git")
+            .args(["init", "-q", "."])
+            .current_dir(&b)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(ok.success());
+        let done = self.cli(&[
+            "init",
+            "--sign",
+            "--force",
+            "--project",
+            b.to_str().unwrap(),
+        ]);
+        assert!(done.status.success(), "init B: {}", done.stderr_text());
+        b
+    }
+
     /// Writes the starter map and signs it with the development key.
     pub fn init_signed(&self) {
         let done = self.cli(&[
