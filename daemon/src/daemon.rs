@@ -74,6 +74,9 @@ pub struct Daemon {
     pub(crate) rules: RwLock<Arc<RuleSet>>,
     /// Serialises `reload_rules` (see there).
     rules_reload: Mutex<()>,
+    /// The rules in memory may be older than the store (a reload failed after a committed change):
+    /// routed calls are refused until a reload succeeds.
+    rules_stale: std::sync::atomic::AtomicBool,
     pub(crate) breakers: Mutex<Breakers>,
     pub(crate) testruns: TestRunner,
     started: Instant,
@@ -169,6 +172,7 @@ impl Daemon {
             store,
             rules: RwLock::new(Arc::new(rules)),
             rules_reload: Mutex::new(()),
+            rules_stale: std::sync::atomic::AtomicBool::new(false),
             breakers: Mutex::new(breakers),
             testruns,
             started: Instant::now(),
@@ -210,17 +214,23 @@ impl Daemon {
         // later change committed must not install its older set after that change's own reload
         // (a just-remembered rejection would silently stop matching).
         let _one_at_a_time = self.rules_reload.lock().await;
-        match self.store.read(load_rules).await? {
-            Ok(set) => {
-                if let Ok(mut r) = self.rules.write() {
+        let result = match self.store.read(load_rules).await {
+            Ok(Ok(set)) => match self.rules.write() {
+                Ok(mut r) => {
                     *r = Arc::new(set);
+                    Ok(())
                 }
-                Ok(())
-            }
-            Err((id, kind)) => Err(StoreError::Corrupt(format!(
+                Err(_) => Err(StoreError::Corrupt("the rules lock is poisoned".into())),
+            },
+            Ok(Err((id, kind))) => Err(StoreError::Corrupt(format!(
                 "rule {id} has unknown kind {kind:?}"
             ))),
-        }
+            Err(e) => Err(e),
+        };
+        // Neither the old set (a disabled approval would still allow) nor an empty one (a
+        // remembered rejection would stop matching) is safe to decide with: refuse until it loads.
+        self.rules_stale.store(result.is_err(), Ordering::Release);
+        result
     }
 
     /// Records a breaker signal for a session and announces a trip on the desktop.
@@ -408,6 +418,22 @@ impl Daemon {
                 .await?;
         }
         let snapshot = loaded.snapshot;
+        if self.rules_stale.load(Ordering::Acquire) {
+            if let Err(e) = self.reload_rules().await {
+                return self
+                    .finish_early(
+                        deny_early(
+                            entry,
+                            format!(
+                                "the remembered and learned rules could not be reloaded after a change ({e}); \
+                                 cmdgate refuses every routed call until they load (`cmdgate status`, the daemon's log)"
+                            ),
+                        ),
+                        started,
+                    )
+                    .await;
+            }
+        }
         let rules = self.rules();
         let (breaker_open, breaker_changes) = self
             .breakers
@@ -927,6 +953,7 @@ impl Daemon {
             "breakers": breakers,
             "projects": self.tiermaps.status().await,
             "rules": self.rules().rules().len(),
+            "rules_stale": self.rules_stale.load(Ordering::Acquire),
             "approvals": {"mode": self.config.approvals.mode, "wait_ms": self.config.approvals.wait_ms, "pending": self.pending.len()},
             "notifications": {"enabled": self.config.notify.enabled, "delivered": self.notifier.delivered(), "last_error": self.notifier.last_error()},
         })

@@ -418,3 +418,51 @@ fn a_rule_about_a_read_is_refused_because_the_hook_never_asks_about_reads() {
     let kept = g.cli(&["rules", "remember", "approve", "--", "ls"]);
     assert!(kept.status.success(), "{}", kept.stderr_text());
 }
+
+/// Runs SQL on the daemon's store from outside (Python's sqlite3: the tests crate links no SQLite).
+fn sql(g: &Gate, statement: &str) {
+    let db = g.data.join("cmdgate.db");
+    let done = run_bounded(
+        Command::new("python3").args([
+            "-c",
+            "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(sys.argv[2]); c.commit()",
+            db.to_str().unwrap(),
+            statement,
+        ]),
+        b"",
+        Duration::from_secs(60),
+    );
+    assert!(done.status.success(), "{statement}: {}", done.stderr_text());
+}
+
+#[test]
+fn rules_that_cannot_be_reloaded_after_a_change_refuse_every_routed_call() {
+    let mut g = Gate::new();
+    g.init_signed();
+    g.start();
+    let (d, reason) = g.pre("before", "touch a.txt");
+    assert_eq!(d, "allow", "{reason}");
+    // A row this daemon cannot read, then a committed change: the reload after it fails.
+    sql(
+        &g,
+        "INSERT INTO rules (kind, project, key, enabled, created_ms, created_by, provenance, updated_ms) \
+         VALUES ('bogus', '/elsewhere', 'x', 1, 0, 'operator', '[]', 0)",
+    );
+    let remembered = g.cli(&["rules", "remember", "reject", "--", "touch", "a.txt"]);
+    assert!(
+        !remembered.status.success(),
+        "the failed reload is reported: {}",
+        remembered.stdout_text()
+    );
+    // The rejection is in the store but not in memory: deciding with the old set would allow.
+    let (d, reason) = g.pre("stale", "touch a.txt");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("could not be reloaded"), "{reason}");
+    assert_eq!(g.cli_json(&["status", "--json"])["rules_stale"], true);
+    // Once the store reads again, the next call reloads and the remembered rejection applies.
+    sql(&g, "DELETE FROM rules WHERE kind = 'bogus'");
+    let (d, reason) = g.pre("after", "touch a.txt");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("rule #"), "{reason}");
+    assert_eq!(g.cli_json(&["status", "--json"])["rules_stale"], false);
+}
