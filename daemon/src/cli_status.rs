@@ -51,6 +51,15 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         s["approvals"]["pending"]
     );
     println!(
+        "rules          {}{}",
+        s["rules"],
+        if s["rules_stale"] == true {
+            " — STALE: a reload failed after a change; every routed call is refused until it loads"
+        } else {
+            ""
+        }
+    );
+    println!(
         "global breaker {}",
         text(&s["breakers"]["global"]["state"]["state"])
     );

@@ -459,6 +459,8 @@ fn rules_that_cannot_be_reloaded_after_a_change_refuse_every_routed_call() {
     assert_eq!(d, "deny", "{reason}");
     assert!(reason.contains("could not be reloaded"), "{reason}");
     assert_eq!(g.cli_json(&["status", "--json"])["rules_stale"], true);
+    let status = g.cli(&["status"]).stdout_text();
+    assert!(status.contains("STALE"), "{status}");
     // Once the store reads again, the next call reloads and the remembered rejection applies.
     sql(&g, "DELETE FROM rules WHERE kind = 'bogus'");
     let (d, reason) = g.pre("after", "touch a.txt");
