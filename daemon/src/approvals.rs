@@ -188,18 +188,11 @@ impl Daemon {
             }),
         )
         .await;
-        DecideResponse {
-            v: wire::WIRE_VERSION,
-            decision: Verdict::Deny,
-            reason,
-            source: wire::Source::FailClosed,
-            rule: None,
-            tiermap_revision: asked.tiermap_revision,
-            audit_id: match written {
-                Ok(Ok(id)) => u64::try_from(id).ok(),
-                _ => None,
-            },
-        }
+        let audit_id = match written {
+            Ok(Ok(id)) => u64::try_from(id).ok(),
+            _ => None,
+        };
+        DecideResponse::fail_closed(reason, asked.tiermap_revision, audit_id)
     }
 
     /// `cmdgate approve|reject ID`: records the operator's answer (and the remembered rule) and

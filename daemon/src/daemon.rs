@@ -351,15 +351,7 @@ impl Daemon {
                 Ok(Ok(row)) => Some(row.id as u64),
                 _ => None,
             };
-        DecideResponse {
-            v: wire::WIRE_VERSION,
-            decision: Verdict::Deny,
-            reason,
-            source: wire::Source::FailClosed,
-            rule: None,
-            tiermap_revision: None,
-            audit_id,
-        }
+        DecideResponse::fail_closed(reason, None, audit_id)
     }
 
     async fn decide_within(
@@ -606,15 +598,11 @@ impl Daemon {
         entry.reason = Some(reason.clone());
         entry.latency_us = Some(micros(started));
         let row = self.store.append(entry).await?;
-        Ok(DecideResponse {
-            v: wire::WIRE_VERSION,
-            decision: Verdict::Deny,
+        Ok(DecideResponse::fail_closed(
             reason,
-            source: wire::Source::FailClosed,
-            rule: None,
-            tiermap_revision: None,
-            audit_id: u64::try_from(row.id).ok(),
-        })
+            None,
+            u64::try_from(row.id).ok(),
+        ))
     }
 
     async fn map_event(

@@ -257,6 +257,26 @@ pub struct DecideResponse {
     pub audit_id: Option<u64>,
 }
 
+impl DecideResponse {
+    /// A fail-closed deny: cmdgate could not decide (an error, a deadline, a request nobody
+    /// answered), so the answer is no.
+    pub fn fail_closed(
+        reason: String,
+        tiermap_revision: Option<u64>,
+        audit_id: Option<u64>,
+    ) -> DecideResponse {
+        DecideResponse {
+            v: WIRE_VERSION,
+            decision: Verdict::Deny,
+            reason,
+            source: Source::FailClosed,
+            rule: None,
+            tiermap_revision,
+            audit_id,
+        }
+    }
+}
+
 /// `POST /v1/outcome`: what happened when an allowed call ran (from PostToolUse/PostToolUseFailure).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeReport {
