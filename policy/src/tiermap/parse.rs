@@ -52,6 +52,22 @@ pub struct Entry {
     pub options: SandboxOptions,
     /// 1-based line in `CLAUDE_CMDS.md`, so a decision can say which rule produced it.
     pub line: usize,
+    /// Commands written under the entry that it must (or must not) decide, checked at parse time
+    /// so a pattern that does not say what its author meant is refused with the line.
+    pub examples: Vec<Example>,
+}
+
+/// An example under an entry: `  - matches `git push origin main`` or
+/// `  - does not match `git push --force``.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Example {
+    /// The command as the agent would send it (one simple command).
+    pub command: String,
+    /// `matches`: the map classifies it under this entry's tier (and the entry's pattern matches);
+    /// `does not match`: the entry's pattern does not match it.
+    pub must_match: bool,
+    /// 1-based line of the example.
+    pub line: usize,
 }
 
 impl Entry {
@@ -148,12 +164,16 @@ pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
     };
     if p.diags.is_empty() {
         if let Some(revision) = front.revision {
-            return Ok(TierMap {
+            let map = TierMap {
                 revision,
                 project: front.project,
                 description: front.description,
                 entries,
-            });
+            };
+            p.diags.extend(super::examples::check(&map));
+            if p.diags.is_empty() {
+                return Ok(map);
+            }
         }
     }
     p.diags.sort_by_key(|d| d.line);
@@ -391,6 +411,16 @@ impl Parser {
                 continue;
             }
             let item = list_item(t);
+            if let (Section::Tier(_), Some(content), Prev::Entry) = (section, item, prev) {
+                if indent > 0 && !indent_is_code(line) {
+                    if let Some(example) = self.example(ln, content) {
+                        if let Some(e) = entries.last_mut().filter(|e| e.line < ln) {
+                            e.examples.push(example);
+                        }
+                    }
+                    continue;
+                }
+            }
             match (section, item) {
                 (Section::Tier(tier), Some(content)) => {
                     if indent > 0 {
@@ -497,7 +527,36 @@ impl Parser {
             pattern: pattern?,
             options: options?,
             line: ln,
+            examples: Vec::new(),
         })
+    }
+
+    /// An indented list item right under an entry: `matches `CMD`` or `does not match `CMD``.
+    fn example(&mut self, ln: usize, content: &str) -> Option<Example> {
+        let (must_match, rest) = if let Some(r) = content.strip_prefix("matches ") {
+            (true, r)
+        } else if let Some(r) = content.strip_prefix("does not match ") {
+            (false, r)
+        } else {
+            self.err(ln, "an indented item under an entry must be an example: `- matches `CMD`` or `- does not match `CMD``");
+            return None;
+        };
+        let rest = rest.trim();
+        let command = rest
+            .strip_prefix('`')
+            .and_then(|r| r.strip_suffix('`'))
+            .filter(|c| !c.is_empty() && !c.contains('`'));
+        match command {
+            Some(c) => Some(Example {
+                command: c.to_owned(),
+                must_match,
+                line: ln,
+            }),
+            None => {
+                self.err(ln, "write the example's command in single backticks, alone after `matches` / `does not match`");
+                None
+            }
+        }
     }
 
     fn options(&mut self, ln: usize, tier: Tier, rest: &str) -> Option<SandboxOptions> {
