@@ -120,7 +120,12 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         ReadVerdict::PureRead => match &map {
             // About to allow on the map's word: it must not be a replay of an older revision.
             MapState::Verified(v) if vouched.get() => {
-                match crate::replay::check(cfg.revisions_path.as_deref(), project_dir, v) {
+                match crate::replay::check(
+                    cfg.revisions_path.as_deref(),
+                    cfg.revisions_required,
+                    project_dir,
+                    v,
+                ) {
                     Ok(()) => Local::Read {
                         rule: format!(
                             "built-in read list + tier 0 of CLAUDE_CMDS.md revision {}",

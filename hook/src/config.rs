@@ -1,11 +1,19 @@
 //! The hook's configuration, read from its environment and argv only (no config file: every call pays
 //! for what is read here). Each lookup is documented where it is made and in the README.
+//!
+//! System mode (`--system` on the registered command line, which `cmdgate hook install --system`
+//! or `--managed` writes into settings only root can change) takes the mode, the sockets, the
+//! pinned keys, the revisions record and the deadline from that command line and the fixed system
+//! locations only: the environment is the agent's (a settings file's `env` block sets it), so no
+//! `CMDGATE_*` variable that could loosen the gate is read. The escape hatch there is the daemon's
+//! (an operator grant), never an environment variable. What the environment may still set only
+//! tightens: more secret paths, the approval mode, the attended flag.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cmdgate_policy::locations::Locations;
+use cmdgate_policy::locations::{Locations, Mode, SystemOverrides};
 use cmdgate_policy::wire::ApprovalMode;
 
 /// Default internal deadline. It must stay below the `timeout` of the hook entry in Claude Code's
@@ -18,9 +26,27 @@ const MAX_DEADLINE_MS: u64 = 10 * 60 * 1000;
 /// How long a Post event waits for the daemon to take its outcome before spooling it.
 pub const DEFAULT_OUTCOME_TIMEOUT: Duration = Duration::from_millis(500);
 
+/// Variables user mode reads that could loosen the gate (move the keys, the record, the socket, the
+/// deadline, or step aside): system mode reads none of them.
+const LOOSENING_VARS: [&str; 7] = [
+    "CMDGATE_SOCKET",
+    "CMDGATE_CONFIG_DIR",
+    "CMDGATE_HOME",
+    "CMDGATE_ADMIN_SOCKET",
+    "CMDGATE_ESCAPE_HATCH",
+    "CMDGATE_HOOK_DEADLINE_MS",
+    "CMDGATE_HOOK_OUTCOME_MS",
+];
+
 /// Everything the hook reads from its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
+    /// User mode (everything from the environment) or system mode (`--system`: root-owned
+    /// sources only, see the module docs).
+    pub mode: Mode,
+    /// The `CMDGATE_*` variables set in the environment that system mode did not read (the
+    /// daemon's audit gets their names: an agent that tries them is worth knowing about).
+    pub ignored_env: Vec<String>,
     /// The daemon's decide socket.
     pub socket: PathBuf,
     /// The pinned tier-map keys file (`<config dir>/trusted-keys`); `None` only in unit tests that
@@ -31,6 +57,10 @@ pub struct Config {
     /// (`<data dir>/tiermap-revisions`): a project map whose revision it shows to be replayed is
     /// not used for local allows. `None` only in unit tests.
     pub revisions_path: Option<PathBuf>,
+    /// System mode: a missing revisions record is not "nothing accepted yet" but a reason not to
+    /// use a project map's tier 0 locally (an agent that points the hook at an empty data dir
+    /// must not turn a replayed map into local allows).
+    pub revisions_required: bool,
     /// Where spool records go; `None` when no location is known (records are then dropped).
     pub spool_dir: Option<PathBuf>,
     /// The internal deadline for PreToolUse: past it the watchdog prints deny and exits 0.
@@ -85,34 +115,93 @@ impl Config {
         env: impl Fn(&str) -> Option<OsString>,
         args: &[OsString],
     ) -> Result<Config, String> {
-        let mut deadline = millis(
-            "CMDGATE_HOOK_DEADLINE_MS",
-            env("CMDGATE_HOOK_DEADLINE_MS"),
-            MIN_DEADLINE_MS,
-            MAX_DEADLINE_MS,
-        )?;
+        let mut arg_deadline = None;
+        let mut system = false;
+        let mut overrides = SystemOverrides::default();
         let mut it = args.iter();
         while let Some(arg) = it.next() {
+            let mut value = |name: &str| -> Result<String, String> {
+                it.next()
+                    .and_then(|v| v.to_str())
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("{name} needs a value"))
+            };
             match arg.to_str() {
                 Some("--deadline-ms") => {
-                    deadline = millis(
+                    let v = value("--deadline-ms")?;
+                    arg_deadline = millis(
                         "--deadline-ms",
-                        it.next().cloned(),
+                        Some(v.into()),
                         MIN_DEADLINE_MS,
                         MAX_DEADLINE_MS,
                     )?;
                 }
+                Some("--system") => system = true,
+                Some(flag @ ("--config-dir" | "--data-dir" | "--socket")) => {
+                    let v = value(flag)?;
+                    if !v.starts_with('/') {
+                        return Err(format!("{flag} {v:?} is not an absolute path"));
+                    }
+                    let slot = match flag {
+                        "--config-dir" => &mut overrides.config_dir,
+                        "--data-dir" => &mut overrides.data_dir,
+                        _ => &mut overrides.socket,
+                    };
+                    *slot = Some(v);
+                }
                 _ => {
                     return Err(format!(
-                        "unknown argument {arg:?} (the hook takes only --deadline-ms N)"
+                        "unknown argument {arg:?} (the hook takes --system, --config-dir DIR, \
+                         --data-dir DIR, --socket PATH and --deadline-ms N)"
                     ))
                 }
             }
         }
+        if !system && overrides != SystemOverrides::default() {
+            return Err(
+                "--config-dir, --data-dir and --socket are system-mode arguments: add --system"
+                    .into(),
+            );
+        }
+        // `CMDGATE_MODE=system` in the environment can only tighten: it selects system mode (and
+        // with it ignores the other variables), while its absence never leaves a `--system` hook.
+        let mode = if system
+            || nonempty(env("CMDGATE_MODE")).is_some_and(|m| m.to_str() == Some("system"))
+        {
+            Mode::System
+        } else {
+            Mode::User
+        };
+        let trusted = |name: &str| match mode {
+            Mode::User => env(name),
+            Mode::System => None,
+        };
+        let mut ignored_env: Vec<String> = Vec::new();
+        if mode == Mode::System {
+            ignored_env.extend(
+                LOOSENING_VARS
+                    .iter()
+                    .filter(|k| nonempty(env(k)).is_some())
+                    .map(|k| (*k).to_owned()),
+            );
+            if nonempty(env("CMDGATE_MODE")).is_some_and(|m| m.to_str() != Some("system")) {
+                ignored_env.push("CMDGATE_MODE".to_owned());
+            }
+        }
+        let deadline = match arg_deadline {
+            Some(d) => Some(d),
+            None => millis(
+                "CMDGATE_HOOK_DEADLINE_MS",
+                trusted("CMDGATE_HOOK_DEADLINE_MS"),
+                MIN_DEADLINE_MS,
+                MAX_DEADLINE_MS,
+            )?,
+        };
         let deadline = deadline.unwrap_or(DEFAULT_DEADLINE);
         let outcome_timeout = millis(
             "CMDGATE_HOOK_OUTCOME_MS",
-            env("CMDGATE_HOOK_OUTCOME_MS"),
+            trusted("CMDGATE_HOOK_OUTCOME_MS"),
             10,
             5_000,
         )?
@@ -123,7 +212,11 @@ impl Config {
         // $XDG_RUNTIME_DIR/cmdgate/cmdgate.sock; <data dir>/cmdgate.sock. Pinned keys:
         // <config dir>/trusted-keys, config dir $CMDGATE_CONFIG_DIR; system mode /etc/cmdgate;
         // $XDG_CONFIG_HOME/cmdgate; ~/.config/cmdgate.
-        let locations = Locations::from_env(|k| env(k).and_then(|v| v.into_string().ok()));
+        // System mode: the fixed locations or the command line's, never the environment's.
+        let locations = match mode {
+            Mode::User => Locations::from_env(|k| env(k).and_then(|v| v.into_string().ok())),
+            Mode::System => Locations::system(&overrides),
+        };
         let socket = PathBuf::from(&locations.socket);
         let keys_path = Some(PathBuf::from(locations.trusted_keys()));
         // Accepted revisions: <data dir>/tiermap-revisions, data dir $CMDGATE_HOME; system mode
@@ -149,7 +242,8 @@ impl Config {
             home.as_ref().map(|h| h.join(".local/state/cmdgate/spool"))
         };
 
-        let escape_hatch = match nonempty(env("CMDGATE_ESCAPE_HATCH")) {
+        // System mode: the escape hatch is an operator grant the daemon holds, never a variable.
+        let escape_hatch = match nonempty(trusted("CMDGATE_ESCAPE_HATCH")) {
             None => None,
             Some(v) => Some(
                 v.into_string()
@@ -185,6 +279,9 @@ impl Config {
             .unwrap_or_default();
 
         Ok(Config {
+            mode,
+            ignored_env,
+            revisions_required: mode == Mode::System,
             socket,
             keys_path,
             revisions_path,
@@ -246,7 +343,7 @@ mod tests {
     }
 
     #[test]
-    fn system_mode_paths_are_out_of_the_agents_home_and_explicit_ones_win() {
+    fn system_mode_paths_are_out_of_the_agents_home() {
         let c = load(
             &[
                 ("HOME", "/h"),
@@ -256,22 +353,92 @@ mod tests {
             &[],
         )
         .unwrap();
+        assert_eq!(c.mode, Mode::System);
         assert_eq!(c.socket, PathBuf::from("/run/cmdgate/cmdgate.sock"));
         assert_eq!(
             c.keys_path,
             Some(PathBuf::from("/etc/cmdgate/trusted-keys"))
         );
-        let c = load(
+        assert!(c.revisions_required);
+    }
+
+    /// Every variable an agent could set to loosen the gate (its own keys and record, a socket it
+    /// answers itself, a deadline past Claude Code's timeout, the escape hatch) is ignored in
+    /// system mode, whether the mode comes from the command line or the environment, and named
+    /// for the audit.
+    #[test]
+    fn system_mode_reads_nothing_from_the_agents_environment_that_loosens() {
+        let agent_env = [
+            ("HOME", "/h"),
+            ("CMDGATE_SOCKET", "/h/fake.sock"),
+            ("CMDGATE_CONFIG_DIR", "/h/cfg"),
+            ("CMDGATE_HOME", "/h/data"),
+            ("CMDGATE_ESCAPE_HATCH", "let me"),
+            ("CMDGATE_HOOK_DEADLINE_MS", "600000"),
+            ("CMDGATE_HOOK_OUTCOME_MS", "5000"),
+            ("CMDGATE_MODE", "user"),
+        ];
+        for args in [
+            &["--system"][..],
             &[
-                ("CMDGATE_SOCKET", "/s"),
-                ("CMDGATE_CONFIG_DIR", "/c"),
-                ("CMDGATE_MODE", "system"),
+                "--system",
+                "--config-dir",
+                "/etc/cg",
+                "--data-dir",
+                "/var/lib/cg",
+                "--socket",
+                "/run/cg/d.sock",
+            ][..],
+        ] {
+            let c = load(&agent_env, args).unwrap();
+            assert_eq!(c.mode, Mode::System);
+            assert_eq!(c.escape_hatch, None);
+            assert_eq!(c.deadline, DEFAULT_DEADLINE);
+            assert_eq!(c.outcome_timeout, DEFAULT_OUTCOME_TIMEOUT);
+            let keys = c.keys_path.unwrap();
+            let record = c.revisions_path.unwrap();
+            assert!(!keys.starts_with("/h") && !record.starts_with("/h"));
+            assert!(!c.socket.starts_with("/h"));
+            assert_eq!(c.ignored_env.len(), 7, "{:?}", c.ignored_env);
+        }
+        let c = load(
+            &agent_env,
+            &[
+                "--system",
+                "--config-dir",
+                "/etc/cg",
+                "--data-dir",
+                "/var/lib/cg",
+                "--socket",
+                "/run/cg/d.sock",
+                "--deadline-ms",
+                "9000",
             ],
-            &[],
         )
         .unwrap();
-        assert_eq!(c.socket, PathBuf::from("/s"));
-        assert_eq!(c.keys_path, Some(PathBuf::from("/c/trusted-keys")));
+        assert_eq!(c.keys_path, Some(PathBuf::from("/etc/cg/trusted-keys")));
+        assert_eq!(
+            c.revisions_path,
+            Some(PathBuf::from("/var/lib/cg/tiermap-revisions"))
+        );
+        assert_eq!(c.socket, PathBuf::from("/run/cg/d.sock"));
+        assert_eq!(c.deadline, Duration::from_millis(9000));
+        // User mode still honours them (the user owns everything there anyway).
+        let c = load(&agent_env, &[]).unwrap();
+        assert_eq!(c.mode, Mode::User);
+        assert_eq!(c.socket, PathBuf::from("/h/fake.sock"));
+        assert_eq!(c.escape_hatch.as_deref(), Some("let me"));
+        assert!(!c.revisions_required);
+    }
+
+    #[test]
+    fn system_arguments_are_checked() {
+        let e = load(&[], &["--config-dir", "/etc/cg"]).unwrap_err();
+        assert!(e.contains("add --system"), "{e}");
+        let e = load(&[], &["--system", "--data-dir", "rel"]).unwrap_err();
+        assert!(e.contains("not an absolute path"), "{e}");
+        let e = load(&[], &["--system", "--socket"]).unwrap_err();
+        assert!(e.contains("needs a value"), "{e}");
     }
 
     #[test]

@@ -5,9 +5,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use cmdgate_policy::locations::Mode;
 use cmdgate_policy::wire::{
-    DecideRequest, DecideResponse, HookEvent, OutcomeReport, Source, SpoolEntry, Verdict,
-    DECIDE_PATH, MAX_ERROR_CHARS, MAX_RESPONSE_BYTES, OUTCOME_PATH, WIRE_VERSION,
+    DecideRequest, DecideResponse, HookEvent, OutcomeReport, Source, SpoolEntry, SpoolRecord,
+    Verdict, DECIDE_PATH, MAX_ERROR_CHARS, MAX_RESPONSE_BYTES, OUTCOME_PATH, RECORD_PATH,
+    WIRE_VERSION,
 };
 use serde_json::Value;
 
@@ -96,7 +98,13 @@ fn pre_tool_use(call: &HookCall, cfg: &Config, deadline: Instant) -> Plan {
             }],
         },
         Local::Catastrophic(_) | Local::Unanalyzable(_) | Local::Route(_) => {
-            let note = local.note();
+            let mut note = local.note();
+            if !cfg.ignored_env.is_empty() {
+                note.push_str(&format!(
+                    "; system mode ignored {} from the agent's environment",
+                    cfg.ignored_env.join(", ")
+                ));
+            }
             Plan {
                 answer: ask_daemon(call, cfg, project_dir, note, deadline),
                 spool: Vec::new(),
@@ -377,6 +385,40 @@ fn post_tool_use(call: &HookCall, cfg: &Config) -> Plan {
         answer: Answer::Nothing,
         spool,
     }
+}
+
+/// After the answer is printed: in system mode each record of what the hook did by itself (a local
+/// allow, escape-hatch use) is sent to the daemon's audit (`POST /v1/record`), because the daemon
+/// cannot read the agent's spool; returns the entries left for the spool (all of them in user
+/// mode, where the daemon ingests the spool; in system mode those the daemon did not take).
+pub fn deliver(cfg: &Config, entries: Vec<SpoolEntry>) -> Vec<SpoolEntry> {
+    if cfg.mode == Mode::User {
+        return entries;
+    }
+    let deadline = Instant::now() + cfg.outcome_timeout;
+    let mut left = Vec::new();
+    for entry in entries {
+        if matches!(entry, SpoolEntry::Outcome { .. }) {
+            // The daemon already refused or missed it once: the spool is where it goes.
+            left.push(entry);
+            continue;
+        }
+        let record = SpoolRecord {
+            v: WIRE_VERSION,
+            at_ms: crate::spool::now_ms(),
+            entry,
+        };
+        let sent = serde_json::to_vec(&record).ok().is_some_and(|body| {
+            matches!(
+                client::post_json(&cfg.socket, RECORD_PATH, &body, deadline, 64 * 1024),
+                Ok(r) if (200..300).contains(&r.status)
+            )
+        });
+        if !sent {
+            left.push(record.entry);
+        }
+    }
+    left
 }
 
 /// Without `CLAUDE_PROJECT_DIR` (a hook run by hand, an older Claude Code), the project is the

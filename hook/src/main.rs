@@ -13,6 +13,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use cmdgate_policy::locations::Mode;
 use cmdgate_policy::wire::SpoolEntry;
 
 use cmdgate_hook::config::{Config, DEFAULT_DEADLINE};
@@ -42,6 +43,11 @@ fn main() -> ExitCode {
             Err(_) => (output::fail_closed("the hook hit an internal error"), None),
         };
     let wrote = output::emit(&answer);
+    // System mode sends what the hook did by itself to the daemon's audit; the rest is spooled.
+    let spool = match (spool, config.as_ref()) {
+        (Some((dir, entries)), Ok(cfg)) => Some((dir, gate::deliver(cfg, entries))),
+        (spool, _) => spool,
+    };
     if let Some((dir, entries)) = spool {
         for entry in entries {
             if let Err(e) = spool::append(&dir, entry) {
@@ -121,9 +127,13 @@ fn run(
         }
     };
     let plan = gate::handle(&call, cfg, deadline);
-    let spool = match (&cfg.spool_dir, plan.spool.is_empty()) {
-        (Some(dir), false) => Some((dir.clone(), plan.spool)),
-        _ => None,
+    // Without a spool dir the records still go to the daemon in system mode (`gate::deliver`);
+    // an empty dir path makes any leftover's append fail, which is reported on stderr.
+    let spool = match (&cfg.spool_dir, plan.spool.is_empty(), cfg.mode) {
+        (_, true, _) => None,
+        (Some(dir), false, _) => Some((dir.clone(), plan.spool)),
+        (None, false, Mode::System) => Some((std::path::PathBuf::new(), plan.spool)),
+        (None, false, Mode::User) => None,
     };
     (plan.answer, spool)
 }

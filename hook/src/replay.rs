@@ -7,7 +7,10 @@
 //! disk is a replay and its tier 0 is not used locally (the built-in read list still is; the
 //! daemon decides the rest and refuses the replayed map itself).
 //!
-//! - No file (the daemon never ran with this data dir): nothing recorded, the map is used.
+//! - No file (the daemon never ran with this data dir): nothing recorded, the map is used — in
+//!   user mode. In system mode (`required`) the record is the daemon's and must be there: a
+//!   missing one means the hook is not looking where the daemon publishes, and the map is not
+//!   used locally.
 //! - A file that cannot be read, is too large, is not UTF-8 or has a malformed line: the map is
 //!   not used locally (an error never widens what runs).
 //! - The project root is looked up exactly as the daemon keys it: the hook's project dir
@@ -67,17 +70,26 @@ fn read_published(path: &Path) -> io::Result<Option<String>> {
 
 /// `Ok(())` when `map` (verified, in `project_dir`) may be used for a local allow; otherwise why
 /// not, for the hook note. `published_path` is `Locations::tiermap_revisions` (`None`: no known
-/// location, nothing recorded).
+/// location, nothing recorded); `required` (system mode) makes a missing record a refusal.
 pub fn check(
     published_path: Option<&Path>,
+    required: bool,
     project_dir: &Path,
     map: &VerifiedMap,
 ) -> Result<(), String> {
     let Some(path) = published_path else {
-        return Ok(());
+        return if required {
+            Err("no record of accepted tier map revisions is configured".into())
+        } else {
+            Ok(())
+        };
     };
     let text = match read_published(path) {
         Ok(Some(t)) => t,
+        Ok(None) if required => return Err(format!(
+            "the daemon's record of accepted revisions {} does not exist (system mode needs it)",
+            path.display()
+        )),
         Ok(None) => return Ok(()),
         Err(e) => {
             return Err(format!(
@@ -137,13 +149,13 @@ mod tests {
     fn nothing_recorded_uses_the_map() {
         let dir = tempfile::tempdir().unwrap();
         let m = map(2, "- `make lint`");
-        assert_eq!(check(None, dir.path(), &m), Ok(()));
+        assert_eq!(check(None, false, dir.path(), &m), Ok(()));
         let missing = dir.path().join("tiermap-revisions");
-        assert_eq!(check(Some(&missing), dir.path(), &m), Ok(()));
+        assert_eq!(check(Some(&missing), false, dir.path(), &m), Ok(()));
         // Another project's line says nothing about this one.
         let other = tempfile::tempdir().unwrap();
         publish(&missing, other.path(), &map(9, "- `pwd`"));
-        assert_eq!(check(Some(&missing), dir.path(), &m), Ok(()));
+        assert_eq!(check(Some(&missing), false, dir.path(), &m), Ok(()));
     }
 
     #[test]
@@ -155,13 +167,13 @@ mod tests {
         let (r1, r2) = (map(1, "- `make lint`"), map(2, "- `pwd`"));
         publish(&file, &proj, &r2);
         // The accepted revision itself, and a newer one the daemon has not seen yet: used.
-        assert_eq!(check(Some(&file), &proj, &r2), Ok(()));
-        assert_eq!(check(Some(&file), &proj, &map(3, "- `pwd`")), Ok(()));
+        assert_eq!(check(Some(&file), false, &proj, &r2), Ok(()));
+        assert_eq!(check(Some(&file), false, &proj, &map(3, "- `pwd`")), Ok(()));
         // An older revision: a replay.
-        let why = check(Some(&file), &proj, &r1).unwrap_err();
+        let why = check(Some(&file), false, &proj, &r1).unwrap_err();
         assert!(why.contains("older than revision 2"), "{why}");
         // The same revision with other content: a replay too.
-        let why = check(Some(&file), &proj, &map(2, "- `make lint`")).unwrap_err();
+        let why = check(Some(&file), false, &proj, &map(2, "- `make lint`")).unwrap_err();
         assert!(why.contains("different content"), "{why}");
     }
 
@@ -176,10 +188,13 @@ mod tests {
         let r1 = map(1, "- `make lint`");
         // Another spelling of the same directory: a symlink, a trailing `/.`.
         for spelling in [dir.path().join("link"), proj.join(".")] {
-            assert!(check(Some(&file), &spelling, &r1).is_err(), "{spelling:?}");
+            assert!(
+                check(Some(&file), false, &spelling, &r1).is_err(),
+                "{spelling:?}"
+            );
         }
         // A relative project dir is never looked up, so never used.
-        assert!(check(Some(&file), Path::new("proj"), &r1).is_err());
+        assert!(check(Some(&file), false, Path::new("proj"), &r1).is_err());
     }
 
     #[test]
@@ -193,15 +208,28 @@ mod tests {
             vec![b'#'; MAX_PUBLISHED_BYTES + 1],
         ] {
             std::fs::write(&file, &bad).unwrap();
-            assert!(check(Some(&file), dir.path(), &m).is_err());
+            assert!(check(Some(&file), false, dir.path(), &m).is_err());
         }
         // A directory where the file should be (unreadable as a file).
         std::fs::remove_file(&file).unwrap();
         std::fs::create_dir(&file).unwrap();
-        assert!(check(Some(&file), dir.path(), &m).is_err());
+        assert!(check(Some(&file), false, dir.path(), &m).is_err());
         // An empty file records nothing.
         let empty = dir.path().join("empty");
         std::fs::write(&empty, "").unwrap();
-        assert_eq!(check(Some(&empty), dir.path(), &m), Ok(()));
+        assert_eq!(check(Some(&empty), false, dir.path(), &m), Ok(()));
+    }
+
+    #[test]
+    fn system_mode_needs_the_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = map(2, "- `make lint`");
+        let missing = dir.path().join("tiermap-revisions");
+        let why = check(Some(&missing), true, dir.path(), &m).unwrap_err();
+        assert!(why.contains("does not exist"), "{why}");
+        assert!(check(None, true, dir.path(), &m).is_err());
+        // Present (even with no line for this project yet): the map is judged by it.
+        std::fs::write(&missing, "").unwrap();
+        assert_eq!(check(Some(&missing), true, dir.path(), &m), Ok(()));
     }
 }

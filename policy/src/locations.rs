@@ -26,6 +26,22 @@ pub struct Locations {
     pub admin_socket: String,
 }
 
+/// System mode's configuration directory (root-owned).
+pub const SYSTEM_CONFIG_DIR: &str = "/etc/cmdgate";
+/// System mode's state directory (the daemon user's).
+pub const SYSTEM_DATA_DIR: &str = "/var/lib/cmdgate";
+/// System mode's socket directory (created by systemd for the socket units).
+pub const SYSTEM_RUNTIME_DIR: &str = "/run/cmdgate";
+
+/// What a root-owned source (the hook's registered command line, written by `cmdgate hook install
+/// --system`) may say about system mode's locations; `None` keeps the default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SystemOverrides {
+    pub config_dir: Option<String>,
+    pub data_dir: Option<String>,
+    pub socket: Option<String>,
+}
+
 /// The pinned-keys file inside the config dir.
 pub const TRUSTED_KEYS_FILE: &str = "trusted-keys";
 
@@ -41,7 +57,10 @@ impl Locations {
     ///   data `CMDGATE_HOME`, `$XDG_DATA_HOME/cmdgate`, `~/.local/share/cmdgate`;
     ///   socket `CMDGATE_SOCKET`, `$XDG_RUNTIME_DIR/cmdgate/cmdgate.sock`, `<data>/cmdgate.sock`.
     ///
-    /// Explicit `CMDGATE_*` variables win in both modes.
+    /// Explicit `CMDGATE_*` variables win in both modes. This is for the daemon and the operator's
+    /// CLI, whose environment the operator (or the unit file) sets. The hook in system mode must not
+    /// use it: its environment is the agent's, so it takes [`Locations::system`] from its
+    /// root-written command line instead.
     pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Locations {
         let var = |k: &str| var(k).filter(|v| !v.is_empty());
         let mode = match var("CMDGATE_MODE").as_deref() {
@@ -51,9 +70,9 @@ impl Locations {
         let home = var("HOME").unwrap_or_else(|| "/nonexistent".into());
         let (config_dir, data_dir, runtime) = match mode {
             Mode::System => (
-                "/etc/cmdgate".to_owned(),
-                "/var/lib/cmdgate".to_owned(),
-                Some("/run/cmdgate".to_owned()),
+                SYSTEM_CONFIG_DIR.to_owned(),
+                SYSTEM_DATA_DIR.to_owned(),
+                Some(SYSTEM_RUNTIME_DIR.to_owned()),
             ),
             Mode::User => (
                 var("XDG_CONFIG_HOME")
@@ -73,6 +92,33 @@ impl Locations {
             var("CMDGATE_ADMIN_SOCKET").unwrap_or_else(|| format!("{runtime}/admin.sock"));
         Locations {
             mode,
+            config_dir,
+            data_dir,
+            socket,
+            admin_socket,
+        }
+    }
+
+    /// System mode's locations from root-owned sources only: the defaults (`/etc/cmdgate`,
+    /// `/var/lib/cmdgate`, `/run/cmdgate/…`) or what the caller read from such a source (the hook's
+    /// registered command line). No environment variable is consulted, so nothing the agent can set
+    /// moves them.
+    pub fn system(overrides: &SystemOverrides) -> Locations {
+        let config_dir = overrides
+            .config_dir
+            .clone()
+            .unwrap_or_else(|| SYSTEM_CONFIG_DIR.to_owned());
+        let data_dir = overrides
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| SYSTEM_DATA_DIR.to_owned());
+        let socket = overrides
+            .socket
+            .clone()
+            .unwrap_or_else(|| format!("{SYSTEM_RUNTIME_DIR}/cmdgate.sock"));
+        let admin_socket = format!("{SYSTEM_RUNTIME_DIR}/admin.sock");
+        Locations {
+            mode: Mode::System,
             config_dir,
             data_dir,
             socket,
@@ -163,5 +209,23 @@ mod tests {
         assert_eq!(l.socket, "/x/s.sock");
         assert_eq!(l.admin_socket, "/run/cmdgate/admin.sock");
         assert!(l.own_paths("/root").contains(&"/etc/cmdgate".to_owned()));
+    }
+
+    #[test]
+    fn system_locations_take_only_what_the_caller_passes() {
+        let l = Locations::system(&SystemOverrides::default());
+        assert_eq!(l.mode, Mode::System);
+        assert_eq!(l.config_dir, "/etc/cmdgate");
+        assert_eq!(l.data_dir, "/var/lib/cmdgate");
+        assert_eq!(l.socket, "/run/cmdgate/cmdgate.sock");
+        assert_eq!(l.tiermap_revisions(), "/var/lib/cmdgate/tiermap-revisions");
+        let l = Locations::system(&SystemOverrides {
+            config_dir: Some("/opt/cg/etc".into()),
+            data_dir: Some("/opt/cg/var".into()),
+            socket: Some("/opt/cg/run/d.sock".into()),
+        });
+        assert_eq!(l.trusted_keys(), "/opt/cg/etc/trusted-keys");
+        assert_eq!(l.tiermap_revisions(), "/opt/cg/var/tiermap-revisions");
+        assert_eq!(l.socket, "/opt/cg/run/d.sock");
     }
 }

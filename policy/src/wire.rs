@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `POST` [`DECIDE_PATH`] (`/v1/decide`) | [`DecideRequest`] | `200` + [`DecideResponse`] |
 //! | `POST` [`OUTCOME_PATH`] (`/v1/outcome`) | [`OutcomeReport`] | `204` (or `200`, body ignored) |
+//! | `POST` [`RECORD_PATH`] (`/v1/record`) | [`SpoolRecord`] | `204` (system mode: what the hook did by itself) |
 //!
 //! Bodies are JSON (`Content-Type: application/json`) with a `Content-Length` header; the hook sends
 //! no chunked bodies and accepts none (a response without `Content-Length` is garbage to it, and garbage
@@ -30,7 +31,9 @@
 //! line, each line written with a single `write(2)` on an `O_APPEND` descriptor (so concurrent hooks do
 //! not interleave). The daemon ingests it by renaming the file aside and reading the renamed copy.
 //! Spool records come from the agent's uid: the daemon treats them as claims for the audit, never as
-//! authority. Directory lookup: `$CMDGATE_SPOOL_DIR`; `$XDG_RUNTIME_DIR/cmdgate/spool`;
+//! authority. In system mode the daemon cannot read the agent's spool (it lives in the agent's
+//! runtime dir), so the hook sends each local allow and escape-hatch record to [`RECORD_PATH`]
+//! right after printing its answer and spools only what the daemon did not take. Directory lookup: `$CMDGATE_SPOOL_DIR`; `$XDG_RUNTIME_DIR/cmdgate/spool`;
 //! `$XDG_STATE_HOME/cmdgate/spool`; `~/.local/state/cmdgate/spool`.
 
 use serde::{Deserialize, Serialize};
@@ -42,6 +45,9 @@ pub const WIRE_VERSION: u32 = 1;
 pub const DECIDE_PATH: &str = "/v1/decide";
 /// `POST` an [`OutcomeReport`]; the answer body is ignored.
 pub const OUTCOME_PATH: &str = "/v1/outcome";
+/// `POST` a [`SpoolRecord`] the hook made by itself (system mode): the daemon audits it with the
+/// peer's uid, as a claim.
+pub const RECORD_PATH: &str = "/v1/record";
 /// The largest response body the hook reads: a decision is a few hundred bytes.
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024;
 /// The largest request body the daemon must accept: the hook refuses bigger tool inputs itself.
