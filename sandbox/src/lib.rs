@@ -20,6 +20,7 @@ pub mod effects;
 pub mod helper;
 mod init;
 pub mod model;
+pub mod peer;
 pub mod privilege;
 pub mod protocol;
 mod run;
