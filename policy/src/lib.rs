@@ -10,6 +10,7 @@ pub mod decide;
 pub mod export;
 pub mod learn;
 pub mod locations;
+pub mod replay;
 pub mod shell;
 pub mod tiermap;
 pub mod time;

@@ -14,6 +14,7 @@
 
 mod canonical;
 mod examples;
+pub mod expansion;
 mod keys;
 mod parse;
 mod pattern;
