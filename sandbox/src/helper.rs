@@ -7,7 +7,7 @@ use crate::config::RunConfig;
 use crate::effects::{self, Layer};
 use crate::init::{init_main, pidfd_open, InitArgs};
 use crate::model::{Area, Effect};
-use crate::protocol::{HelperReply, HelperRequest, InitMessage, ParentMessage, RawRun};
+use crate::protocol::{HelperReply, HelperRequest, InitMessage, MirrorSpec, ParentMessage, RawRun};
 use crate::setup::{MountPlan, OverlayMount, ScratchBind};
 use nix::errno::Errno;
 use nix::mount::MsFlags;
@@ -125,7 +125,11 @@ fn state_err(p: &Path) -> impl FnOnce(std::io::Error) -> HelperError + '_ {
 }
 
 /// Check the request and work out the overlays.
-fn overlays_for(cfg: &RunConfig, scratch: &Path) -> Result<Vec<(Area, OverlayMount)>, HelperError> {
+fn overlays_for(
+    cfg: &RunConfig,
+    scratch: &Path,
+    mirror: Option<&MirrorSpec>,
+) -> Result<Vec<(Area, OverlayMount)>, HelperError> {
     let ws = &cfg.workspace;
     if !ws.is_absolute() || ws == Path::new("/") || !ws.is_dir() {
         return Err(HelperError::Invalid(format!(
@@ -154,12 +158,21 @@ fn overlays_for(cfg: &RunConfig, scratch: &Path) -> Result<Vec<(Area, OverlayMou
         .into_iter()
         .enumerate()
         .map(|(i, (area, target))| {
+            // A mirrored run keeps the workspace's upper dir on the workspace's own mount, so
+            // the commit is a rename per entry (O(files), not O(bytes)).
+            let (upper, work) = match (area, mirror) {
+                (Area::Workspace, Some(m)) => (m.keep.join("upper"), m.keep.join("work")),
+                _ => (
+                    scratch.join(format!("upper{i}")),
+                    scratch.join(format!("work{i}")),
+                ),
+            };
             (
                 area,
                 OverlayMount {
                     target,
-                    upper: scratch.join(format!("upper{i}")),
-                    work: scratch.join(format!("work{i}")),
+                    upper,
+                    work,
                 },
             )
         })
@@ -245,7 +258,8 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
     )
     .map_err(|e| HelperError::Kernel("mount the scratch tmpfs", e))?;
 
-    let overlays = overlays_for(cfg, &scratch)?;
+    let mirror = req.mirror.as_ref();
+    let overlays = overlays_for(cfg, &scratch, mirror)?;
     let mkdir = |p: &Path, mode: u32| -> Result<(), HelperError> {
         std::fs::create_dir(p).map_err(state_err(p))?;
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(state_err(p))
@@ -321,8 +335,21 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             .map_err(|e| HelperError::Kernel("create a pipe", e))
     };
     let (rep_r, rep_w) = pipe()?;
-    let (out_r, out_w) = pipe()?;
-    let (err_r, err_w) = pipe()?;
+    // A mirrored run's command writes the library's pipes (our fds 3 and 4) directly: streamed,
+    // unbounded, never copied. A test-run's output is collected here, bounded.
+    let (out_r, out_w, err_r, err_w) = match mirror {
+        Some(_) => {
+            let (out, err) = take_output_fds()?;
+            (None, out, None, err)
+        }
+        None => {
+            let (out_r, out_w) = pipe()?;
+            let (err_r, err_w) = pipe()?;
+            (Some(out_r), out_w, Some(err_r), err_w)
+        }
+    };
+    let started = coarse_now();
+    let upper_guard = mirror.map(|m| UpperGuard::new(&m.keep, m.upper_bytes));
 
     // The next child is pid 1 of a new pid namespace: when it dies, every process of the run does.
     nix::sched::unshare(CloneFlags::CLONE_NEWPID)
@@ -340,7 +367,8 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
                 init_main(InitArgs {
                     plan: &plan,
                     command: &req.command,
-                    cwd: &cfg.workspace,
+                    cwd: mirror.map_or(&cfg.workspace, |m| &m.cwd),
+                    aliases: mirror.is_some(),
                     env: &cfg.env,
                     run_as: cfg.run_as,
                     network: cfg.network,
@@ -370,13 +398,18 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             stderr: err_r,
             deadline: run_start + cfg.limits.timeout,
             output_bytes: cfg.limits.output_bytes,
+            upper_guard,
         },
     );
     let mut effects = collected.effects;
     if let Some(setup) = collected.setup_failed {
         return Err(HelperError::Mirror(setup));
     }
-    if collected.exit.is_none() && collected.signal.is_none() && !collected.timed_out {
+    if collected.exit.is_none()
+        && collected.signal.is_none()
+        && !collected.timed_out
+        && !collected.killed
+    {
         return Err(HelperError::InitLost(collected.init_status));
     }
     effects.extend(cgroup.limit_hits());
@@ -414,6 +447,8 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
         stderr: collected.stderr,
         output_truncated: collected.truncated,
         effects: fs_effects,
+        killed: collected.killed,
+        started,
     })
 }
 
@@ -437,10 +472,11 @@ fn kill_init(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>) {
 
 struct Collect {
     report: OwnedFd,
-    stdout: OwnedFd,
-    stderr: OwnedFd,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
     deadline: Instant,
     output_bytes: usize,
+    upper_guard: Option<UpperGuard>,
 }
 
 #[derive(Default)]
@@ -454,6 +490,7 @@ struct Collected {
     effects: Vec<Effect>,
     setup_failed: Option<String>,
     init_status: String,
+    killed: bool,
 }
 
 /// Poll the run's pipes and pid 1 until it exits, enforcing the deadline and watching stdin
@@ -461,14 +498,14 @@ struct Collected {
 fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Collected {
     let mut c = Collected::default();
     let mut bufs: [Vec<u8>; 3] = [Vec::new(), Vec::new(), Vec::new()];
-    let fds = [&io.report, &io.stdout, &io.stderr];
-    let mut open = [true; 3];
+    let fds = [Some(&io.report), io.stdout.as_ref(), io.stderr.as_ref()];
+    let mut open = fds.map(|f| f.is_some());
     let mut init_done = false;
     let mut report_line = Vec::new();
     loop {
         let mut pfds: Vec<libc::pollfd> = Vec::new();
         for (i, fd) in fds.iter().enumerate() {
-            if open[i] {
+            if let (true, Some(fd)) = (open[i], fd) {
                 pfds.push(libc::pollfd {
                     fd: fd.as_raw_fd(),
                     events: libc::POLLIN,
@@ -499,7 +536,13 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
         } else if now >= io.deadline {
             0
         } else {
-            (io.deadline - now).as_millis().min(60_000) as i32 + 1
+            let ms = (io.deadline - now).as_millis().min(60_000) as i32 + 1;
+            // The upper-dir guard looks at the filesystem four times a second.
+            if io.upper_guard.is_some() {
+                ms.min(UpperGuard::PERIOD_MS)
+            } else {
+                ms
+            }
         };
         // SAFETY: `pfds` is a valid array of pollfd of the given length.
         let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
@@ -514,8 +557,15 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
             let parent_gone = pfds
                 .last()
                 .is_some_and(|p| p.revents & (libc::POLLHUP | libc::POLLERR) != 0);
-            if parent_gone {
+            if parent_gone && !c.killed {
+                c.killed = true;
                 kill_init(child, pidfd);
+            }
+            if let Some(hit) = io.upper_guard.as_ref().and_then(UpperGuard::check) {
+                if !c.effects.contains(&hit) {
+                    c.effects.push(hit);
+                    kill_init(child, pidfd);
+                }
             }
         }
         if n == 0 && init_done {
@@ -532,7 +582,8 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
                 continue;
             }
             let mut chunk = [0u8; 16384];
-            match nix::unistd::read(fds[i], &mut chunk) {
+            let Some(fd) = fds[i] else { continue };
+            match nix::unistd::read(fd, &mut chunk) {
                 Ok(0) | Err(_) => open[i] = false,
                 Ok(got) => {
                     if i == 0 {
@@ -583,4 +634,96 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
     c.stdout = String::from_utf8_lossy(&bufs[1]).into_owned();
     c.stderr = String::from_utf8_lossy(&bufs[2]).into_owned();
     c
+}
+
+/// The output pipes of a mirrored run: fds 3 (stdout) and 4 (stderr), placed by the library.
+fn take_output_fds() -> Result<(OwnedFd, OwnedFd), HelperError> {
+    let mut fds = Vec::new();
+    for raw in [3, 4] {
+        // The fds must be open before we own them: fcntl(F_GETFD) on a closed fd fails.
+        // SAFETY: integer arguments only.
+        if unsafe { libc::fcntl(raw, libc::F_GETFD) } < 0 {
+            return Err(HelperError::Kernel(
+                "find the output pipes (fds 3, 4)",
+                Errno::last(),
+            ));
+        }
+        // SAFETY: fds 3 and 4 are open (checked above), were placed by our parent for us alone,
+        // and nothing else in this process has taken ownership of them.
+        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        // Refuse anything but a pipe: the command gets this fd, and a caller's mistake must not
+        // hand it a host file or socket.
+        match nix::sys::stat::fstat(&fd) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO => {}
+            Ok(_) => return Err(HelperError::Invalid(format!("fd {raw} is not a pipe"))),
+            Err(e) => return Err(HelperError::Kernel("inspect the output pipes", e)),
+        }
+        // Close-on-exec: only the command gets them (dup2'd onto 1 and 2), never by accident.
+        nix::fcntl::fcntl(
+            &fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .map_err(|e| HelperError::Kernel("mark the output pipes close-on-exec", e))?;
+        fds.push(fd);
+    }
+    let err = fds.pop();
+    match (fds.pop(), err) {
+        (Some(out), Some(err)) => Ok((out, err)),
+        _ => Err(HelperError::Invalid("output pipes missing".into())),
+    }
+}
+
+/// `CLOCK_REALTIME_COARSE` now: the clock the kernel stamps inode times with, so a change made
+/// after this reading has a ctime not before it.
+pub fn coarse_now() -> [i64; 2] {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    [ts.tv_sec, ts.tv_nsec]
+}
+
+/// Watches the workspace filesystem while a mirrored run writes its upper dir there.
+struct UpperGuard {
+    dir: PathBuf,
+    baseline_free: u64,
+    limit: u64,
+}
+
+impl UpperGuard {
+    const PERIOD_MS: i32 = 250;
+
+    fn new(dir: &Path, limit: u64) -> UpperGuard {
+        UpperGuard {
+            dir: dir.to_path_buf(),
+            baseline_free: Self::free(dir).map_or(0, |(free, _)| free),
+            limit,
+        }
+    }
+
+    /// (available bytes, total bytes).
+    fn free(dir: &Path) -> Option<(u64, u64)> {
+        let st = nix::sys::statvfs::statvfs(dir).ok()?;
+        let frag = st.fragment_size();
+        Some((st.blocks_available() * frag, st.blocks() * frag))
+    }
+
+    /// A `LimitHit` once the run used more than its limit or the disk is nearly full.
+    fn check(&self) -> Option<Effect> {
+        let (free, total) = Self::free(&self.dir)?;
+        let used = self.baseline_free.saturating_sub(free);
+        if used > self.limit || free < total / 20 {
+            return Some(Effect::LimitHit {
+                limit: "upper".into(),
+                detail: format!(
+                    "the run added {used} bytes to the workspace's filesystem (limit {}; {free} \
+                     of {total} bytes free)",
+                    self.limit
+                ),
+            });
+        }
+        None
+    }
 }

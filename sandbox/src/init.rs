@@ -22,8 +22,11 @@ pub struct InitArgs<'a> {
     pub plan: &'a MountPlan,
     /// Command for `bash -c`.
     pub command: &'a str,
-    /// Working directory inside the mirror (the workspace).
+    /// Working directory inside the mirror (the workspace, or a mirrored run's caller's cwd).
     pub cwd: &'a Path,
+    /// Run `bash -O expand_aliases -c` (a mirrored run: Claude Code evaluates commands with
+    /// alias expansion on, so `alias ls='rm x'⏎ls` must do here what it does for real).
+    pub aliases: bool,
     /// Environment of the command.
     pub env: &'a [(String, String)],
     /// Optional uid/gid switch.
@@ -90,6 +93,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     let child = Command {
         command: args.command,
         cwd: args.cwd,
+        aliases: args.aliases,
         env: args.env,
         run_as: args.run_as,
         network: args.network,
@@ -154,6 +158,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 struct Command<'a> {
     command: &'a str,
     cwd: &'a Path,
+    aliases: bool,
     env: &'a [(String, String)],
     run_as: Option<RunAs>,
     network: bool,
@@ -217,11 +222,13 @@ impl Command<'_> {
             .into_iter()
             .find(|p| Path::new(p).exists())
             .unwrap_or("/bin/bash");
-        let argv = [
-            CString::new(bash).unwrap_or_default(),
-            CString::new("-c").unwrap_or_default(),
-            CString::new(self.command.as_bytes()).unwrap_or_default(),
-        ];
+        let mut argv = vec![CString::new(bash).unwrap_or_default()];
+        if self.aliases {
+            argv.push(c"-O".to_owned());
+            argv.push(c"expand_aliases".to_owned());
+        }
+        argv.push(c"-c".to_owned());
+        argv.push(CString::new(self.command.as_bytes()).unwrap_or_default());
         let envp: Vec<CString> = self
             .env
             .iter()

@@ -33,6 +33,28 @@ pub struct HelperRequest {
     pub command: String,
     /// Everything else.
     pub config: RunConfig,
+    /// Set for a mirrored run (the run IS the real run; its workspace upper dir is kept for a
+    /// commit); `None` for a test-run (everything on the scratch tmpfs, output bounded).
+    pub mirror: Option<MirrorSpec>,
+}
+
+/// What makes a run a mirrored run (issue 19): kept upper dir, streamed output, caller's cwd.
+///
+/// The command's stdout and stderr are the helper's fds 3 and 4 (pipes the library made): the
+/// command writes them directly, so output streams as produced and is never bounded or copied.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MirrorSpec {
+    /// Directory on the workspace's mount (outside the workspace, root-only) that receives the
+    /// workspace overlay's `upper` and `work` dirs; they outlive the run for the commit.
+    pub keep: PathBuf,
+    /// Working directory of the command (the caller's; any absolute path, read-only outside
+    /// the writable trees).
+    pub cwd: PathBuf,
+    /// Bytes the run may add to the workspace's filesystem (the upper dir is not on a sized
+    /// tmpfs): past it, or when the filesystem's free space falls below 5 %, the run is killed
+    /// and a `LimitHit` is reported. Measured with statfs, so other writers count too (errs
+    /// toward killing).
+    pub upper_bytes: u64,
 }
 
 /// Helper → parent (one line per message on the helper's stdout).
@@ -70,6 +92,13 @@ pub struct RawRun {
     pub output_truncated: bool,
     /// All effects.
     pub effects: Vec<Effect>,
+    /// Whether the parent hung up (or asked for the kill) and the run was killed for it.
+    #[serde(default)]
+    pub killed: bool,
+    /// `CLOCK_REALTIME_COARSE` (seconds, nanoseconds) taken before the overlays were mounted:
+    /// a host path whose ctime is not before it changed while the run could see it.
+    #[serde(default)]
+    pub started: [i64; 2],
 }
 
 /// Run's pid 1 → helper, streamed as they happen (so a timeout still keeps what was seen).

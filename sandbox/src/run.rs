@@ -10,6 +10,8 @@ use crate::protocol::{HelperReply, HelperRequest, ParentMessage, RawRun};
 use crate::tracked::{self, Tracked};
 use crate::verdict::{self, Outcome};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,10 +71,10 @@ pub fn run(config: &RunConfig, command: &str) -> Result<TestRun, SandboxError> {
 /// and removes its bookkeeping.
 pub struct Prepared {
     child: Child,
-    stdin: Option<ChildStdin>,
+    pub(crate) stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
     stderr: Option<std::thread::JoinHandle<String>>,
-    run_id: String,
+    pub(crate) run_id: String,
     state_dir: PathBuf,
     done: bool,
 }
@@ -80,17 +82,47 @@ pub struct Prepared {
 /// Start a helper and prepare a run (lock, cgroups) without a command yet. Only
 /// `config.helper` and `config.state_dir` are used here.
 pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
+    prepare_with_output(config, None)
+}
+
+/// [`prepare`], handing the helper `output` (write ends of the stdout and stderr pipes of a
+/// mirrored run) as its fds 3 and 4.
+pub(crate) fn prepare_with_output(
+    config: &RunConfig,
+    output: Option<(&OwnedFd, &OwnedFd)>,
+) -> Result<Prepared, SandboxError> {
     let helper = &config.helper;
     let name = helper.program.display().to_string();
     let io_err = |e| SandboxError::Helper(name.clone(), e);
-    let mut child = Command::new(&helper.program)
+    let mut command = Command::new(&helper.program);
+    command
         .args(&helper.args)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(io_err)?;
+        .stderr(Stdio::piped());
+    if let Some((out, err)) = output {
+        let (out, err) = (out.as_raw_fd(), err.as_raw_fd());
+        // SAFETY: the closure runs in the forked child before exec and only calls fcntl and
+        // dup2, which are async-signal-safe; it allocates nothing and touches no lock.
+        unsafe {
+            command.pre_exec(move || {
+                // Move both out of the way first (either may already be fd 3 or 4), then place
+                // them; dup2 clears close-on-exec on the copies only.
+                let high_out = libc::fcntl(out, libc::F_DUPFD_CLOEXEC, 10);
+                let high_err = libc::fcntl(err, libc::F_DUPFD_CLOEXEC, 10);
+                if high_out < 0
+                    || high_err < 0
+                    || libc::dup2(high_out, 3) < 0
+                    || libc::dup2(high_err, 4) < 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    }
+    let mut child = command.spawn().map_err(io_err)?;
     let mut stderr = child.stderr.take();
     let stderr = std::thread::spawn(move || {
         let mut s = String::new();
@@ -123,7 +155,7 @@ pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
 }
 
 impl Prepared {
-    fn send(&mut self, msg: &ParentMessage) -> Result<(), SandboxError> {
+    pub(crate) fn send(&mut self, msg: &ParentMessage) -> Result<(), SandboxError> {
         let mut line = serde_json::to_vec(msg)
             .map_err(|e| SandboxError::Helper("request".into(), std::io::Error::other(e)))?;
         line.push(b'\n');
@@ -137,7 +169,7 @@ impl Prepared {
             .map_err(|e| SandboxError::Helper("stdin".into(), e))
     }
 
-    fn receive(&mut self) -> Result<HelperReply, SandboxError> {
+    pub(crate) fn receive(&mut self) -> Result<HelperReply, SandboxError> {
         let mut answer = String::new();
         let _ = self.stdout.read_line(&mut answer);
         serde_json::from_str::<HelperReply>(&answer).map_err(|_| {
@@ -173,6 +205,7 @@ impl Prepared {
             run_id: self.run_id.clone(),
             command: command.to_string(),
             config: config.clone(),
+            mirror: None,
         })))?;
         // Stdin stays open until the answer arrives: its hang-up tells the helper we are gone.
         let reply = self.receive();
@@ -186,11 +219,11 @@ impl Prepared {
                 return Err(SandboxError::NoAnswer("answered Ready to Run".into()))
             }
         };
-        Ok(judge(&config, raw))
+        Ok(judge(&config, raw, false))
     }
 
     /// Close stdin, reap the helper, remove its lock file and cgroups (it sat in them).
-    fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         if self.done {
             return;
         }
@@ -209,7 +242,7 @@ impl Drop for Prepared {
     }
 }
 
-fn judge(config: &RunConfig, raw: RawRun) -> TestRun {
+pub(crate) fn judge(config: &RunConfig, raw: RawRun, mirrored: bool) -> TestRun {
     let check = verdict::paths_to_check(&raw.effects);
     let tracked = if check.is_empty() || config.allow_tracked_changes {
         Tracked::Known(Default::default())
@@ -222,6 +255,7 @@ fn judge(config: &RunConfig, raw: RawRun) -> TestRun {
             signal: raw.signal,
             timed_out: raw.timed_out,
             effects: &raw.effects,
+            mirrored,
         },
         config,
         &tracked,
@@ -281,7 +315,6 @@ pub fn sweep_stale(state_dir: &Path) -> std::io::Result<Vec<String>> {
         else {
             continue;
         };
-        use std::os::fd::AsRawFd;
         // SAFETY: flock on an fd we own.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             continue; // a live helper holds it

@@ -16,6 +16,10 @@ pub struct Outcome<'a> {
     pub timed_out: bool,
     /// All effects.
     pub effects: &'a [Effect],
+    /// A mirrored run (issue 19): the run is the real run, so its exit status is ordinary work
+    /// (a failing test suite) and never makes it dirty, and writes to the scratch trees (/tmp,
+    /// /run, /dev/shm) are simply not committed.
+    pub mirrored: bool,
 }
 
 /// Workspace-relative paths whose tracked status matters (pre-existing paths that changed).
@@ -75,16 +79,21 @@ pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<S
             cfg.limits.timeout.as_secs_f64()
         ));
     }
-    if let Some(sig) = outcome.signal {
-        why.push(format!("killed by signal {sig}"));
-    }
-    match outcome.exit {
-        Some(0) => {}
-        Some(code) => why.push(format!("exit status {code}")),
-        None if outcome.timed_out || outcome.signal.is_some() => {}
-        None => why.push("no exit status".into()),
+    if !outcome.mirrored {
+        if let Some(sig) = outcome.signal {
+            why.push(format!("killed by signal {sig}"));
+        }
+        match outcome.exit {
+            Some(0) => {}
+            Some(code) => why.push(format!("exit status {code}")),
+            None if outcome.timed_out || outcome.signal.is_some() => {}
+            None => why.push("no exit status".into()),
+        }
     }
     for e in outcome.effects {
+        if outcome.mirrored && e.location().is_some_and(|(area, _)| area == Area::Scratch) {
+            continue;
+        }
         let reason = match e {
             Effect::LimitHit { .. } => Some("over a limit"),
             Effect::BackgroundProcess { .. } => Some("left a background process"),
@@ -182,6 +191,7 @@ mod tests {
                 signal: None,
                 timed_out: false,
                 effects,
+                mirrored: false,
             },
             &cfg(),
             &t,
@@ -224,6 +234,7 @@ mod tests {
                 exit: Some(0),
                 signal: None,
                 timed_out: false,
+                mirrored: false,
                 effects: &e,
             },
             &cfg(),
@@ -233,12 +244,36 @@ mod tests {
     }
 
     #[test]
+    fn a_mirrored_run_is_judged_by_its_effects_not_its_exit_status() {
+        let e = [
+            created(Area::Scratch, "/tmp/x"),
+            created(Area::Workspace, "target/x"),
+        ];
+        let outcome = |exit, effects| Outcome {
+            exit,
+            signal: None,
+            timed_out: false,
+            effects,
+            mirrored: true,
+        };
+        let tracked = Tracked::Known(Default::default());
+        assert_eq!(
+            judge(&outcome(Some(101), &e), &cfg(), &tracked),
+            Vec::<String>::new()
+        );
+        let home = [created(Area::Home, ".bashrc")];
+        let why = judge(&outcome(Some(0), &home), &cfg(), &tracked);
+        assert!(why[0].contains("outside the workspace"), "{why:?}");
+    }
+
+    #[test]
     fn failure_and_timeout_are_dirty() {
         let why = judge(
             &Outcome {
                 exit: Some(3),
                 signal: None,
                 timed_out: false,
+                mirrored: false,
                 effects: &[],
             },
             &cfg(),
@@ -250,6 +285,7 @@ mod tests {
                 exit: None,
                 signal: None,
                 timed_out: true,
+                mirrored: false,
                 effects: &[],
             },
             &cfg(),

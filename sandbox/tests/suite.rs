@@ -9,5 +9,7 @@ mod effects;
 mod escape;
 #[path = "suite/lifecycle.rs"]
 mod lifecycle;
+#[path = "suite/mirror.rs"]
+mod mirror;
 #[path = "suite/smoke.rs"]
 mod smoke;

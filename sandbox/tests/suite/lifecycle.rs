@@ -33,6 +33,7 @@ fn send(child: &mut Child, env: &Env, run_id: &str, command: &str) {
         run_id: run_id.to_string(),
         command: command.to_string(),
         config: env.config(),
+        mirror: None,
     }));
     let mut line = serde_json::to_vec(&req).expect("json");
     line.push(b'\n');

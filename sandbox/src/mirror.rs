@@ -1,0 +1,379 @@
+//! A mirrored run (issue 19): the command runs once, in the container mirror, as the real run.
+//! Its output streams to the caller as produced; when the whole pid namespace is gone its
+//! effects are judged and its workspace upper dir is kept (on the workspace's mount) for
+//! [`crate::commit::commit`], [`KeptUpper::discard`] or [`KeptUpper::keep_for`].
+//!
+//! ```text
+//! start() ── pipes ──▶ helper fds 3,4 ──▶ pid 1 ──▶ bash -O expand_aliases -c CMD (writes them)
+//!    │                   upper = <store>/runs/<id>/upper (same mount as the workspace)
+//!    ▼
+//! MirrorRun: take_stdout/take_stderr (read as produced), killer() (hang up ⇒ SIGKILL pid 1)
+//!    │ wait()
+//!    ▼
+//! Finished { run: TestRun (effects, verdict), killed, kept: KeptUpper }
+//! ```
+
+use crate::config::RunConfig;
+use crate::model::{Area, Effect, TestRun};
+use crate::protocol::{HelperReply, HelperRequest, MirrorSpec, ParentMessage};
+use crate::run::{judge, prepare_with_output, Prepared, SandboxError};
+use crate::store::{self, Store};
+use serde::{Deserialize, Serialize};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::process::ChildStdin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// What to run, as the caller (Claude Code's Bash tool, through the ticket client) would have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorCommand {
+    /// The exact command, evaluated like Claude Code does: bash with alias expansion on.
+    pub command: String,
+    /// The caller's working directory (absolute; read-only unless inside a writable tree).
+    pub cwd: PathBuf,
+    /// The caller's environment; [`filter_env`] is applied by [`start`].
+    pub env: Vec<(String, String)>,
+}
+
+/// Default bytes a mirrored run may add to the workspace's filesystem (`RunConfig` has the
+/// scratch tmpfs size; the kept upper dir is not on it).
+pub const DEFAULT_UPPER_BYTES: u64 = 8 << 30;
+
+/// Drop what must not reach the command: cmdgate's own settings (`CMDGATE_*`: sockets, escape
+/// hatch), the dynamic loader's knobs (`LD_*`), startup files and options bash would read on its
+/// own (`BASH_ENV`, `ENV`, `SHELLOPTS`, `BASHOPTS`), exported functions (`BASH_FUNC_*`, which
+/// change what a command name means behind the analysis), and a `TMPDIR` other than `/tmp` (the
+/// mirror's /tmp is fresh scratch; a host temp path would not exist there).
+pub fn filter_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| {
+            !(k.starts_with("CMDGATE_")
+                || k.starts_with("LD_")
+                || k.starts_with("BASH_FUNC_")
+                || ["BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "TMPDIR"].contains(&k.as_str()))
+        })
+        .cloned()
+        .collect();
+    out.push(("TMPDIR".into(), "/tmp".into()));
+    out
+}
+
+/// A running mirrored run.
+pub struct MirrorRun {
+    prepared: Prepared,
+    stdin: Arc<Mutex<Option<ChildStdin>>>,
+    stdout: Option<std::fs::File>,
+    stderr: Option<std::fs::File>,
+    config: RunConfig,
+    store: Store,
+    waited: bool,
+}
+
+impl Drop for MirrorRun {
+    /// Dropped without `wait`: kill the run, reap the helper, discard the upper dir.
+    fn drop(&mut self) {
+        if !self.waited {
+            self.killer().kill();
+            self.prepared.finish();
+            let _ = remove_tree(&self.store.runs().join(&self.prepared.run_id));
+        }
+    }
+}
+
+/// Kills a mirrored run from any thread (the client went away): the helper sees its parent
+/// hang up and SIGKILLs the run's pid 1, so every process of the run dies; the run is then
+/// `killed` and [`crate::commit::commit`] refuses it.
+#[derive(Clone)]
+pub struct Killer(Arc<Mutex<Option<ChildStdin>>>);
+
+impl Killer {
+    /// Kill the run (idempotent).
+    pub fn kill(&self) {
+        if let Ok(mut stdin) = self.0.lock() {
+            drop(stdin.take());
+        }
+    }
+}
+
+/// A finished mirrored run: the pid namespace is gone, the effects are judged.
+pub struct Finished {
+    /// Exit status, effects and verdict (stdout/stderr are empty: they were streamed).
+    /// `clean` ignores the exit status and scratch writes (see `verdict::Outcome::mirrored`).
+    pub run: TestRun,
+    /// The caller killed the run ([`Killer`]); nothing of it may be committed.
+    pub killed: bool,
+    /// The workspace's upper dir, waiting for commit, discard or keep.
+    pub kept: KeptUpper,
+}
+
+impl Finished {
+    /// Writes to /tmp, /run, /dev/shm: stayed in the mirror's scratch space, never committed
+    /// (tell the agent).
+    pub fn scratch_writes(&self) -> impl Iterator<Item = &Effect> {
+        self.run
+            .effects
+            .iter()
+            .filter(|e| e.location().is_some_and(|(a, _)| a == Area::Scratch))
+    }
+}
+
+/// What `runs/<id>/meta.json` records about a kept upper dir.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Meta {
+    pub run_id: String,
+    pub workspace: PathBuf,
+    /// `CLOCK_REALTIME_COARSE` before the overlays were mounted (see `RawRun::started`).
+    pub started: [i64; 2],
+    pub killed: bool,
+    /// Unix seconds until which a rolled-back run is kept for a later apply (`keep_for`).
+    pub keep_until: Option<u64>,
+}
+
+/// The kept upper dir of a finished mirrored run. Dropping it unused discards it.
+pub struct KeptUpper {
+    pub(crate) store: Store,
+    pub(crate) meta: Meta,
+    pub(crate) done: bool,
+}
+
+impl std::fmt::Debug for KeptUpper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeptUpper")
+            .field("dir", &self.dir())
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+impl KeptUpper {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        &self.meta.run_id
+    }
+    /// The workspace the run mirrored.
+    pub fn workspace(&self) -> &Path {
+        &self.meta.workspace
+    }
+    /// `<store>/runs/<id>`.
+    pub fn dir(&self) -> PathBuf {
+        self.store.runs().join(&self.meta.run_id)
+    }
+    /// The overlay upper dir itself (root-only; never hand it to the agent).
+    pub fn upper(&self) -> PathBuf {
+        self.dir().join("upper")
+    }
+    /// Remove the upper dir (rollback). O(files).
+    pub fn discard(mut self) -> std::io::Result<()> {
+        self.done = true;
+        remove_tree(&self.dir())
+    }
+    /// Keep the upper dir for `ttl` (an operator may apply it later; [`load_kept`]); pruned by
+    /// `commit::prune` after that.
+    pub fn keep_for(mut self, ttl: Duration) -> std::io::Result<()> {
+        self.meta.keep_until = Some(unix_now() + ttl.as_secs());
+        write_meta(&self.dir(), &self.meta)?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for KeptUpper {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = remove_tree(&self.dir());
+        }
+    }
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub(crate) fn remove_tree(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+pub(crate) fn write_meta(dir: &Path, meta: &Meta) -> std::io::Result<()> {
+    let tmp = dir.join("meta.json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(meta).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(tmp, dir.join("meta.json"))
+}
+
+/// A kept run by id (kept with [`KeptUpper::keep_for`], or finished before a daemon restart).
+pub fn load_kept(state_dir: &Path, run_id: &str) -> Result<KeptUpper, SandboxError> {
+    valid_id(run_id)?;
+    for store in store::stores(state_dir) {
+        let dir = store.runs().join(run_id);
+        let Ok(bytes) = std::fs::read(dir.join("meta.json")) else {
+            continue;
+        };
+        let meta: Meta = serde_json::from_slice(&bytes)
+            .map_err(|e| SandboxError::Config(format!("kept run {run_id}: {e}")))?;
+        return Ok(KeptUpper {
+            store,
+            meta,
+            done: true, // loaded: stays on disk unless discarded or committed explicitly
+        });
+    }
+    Err(SandboxError::Config(format!("no kept run {run_id}")))
+}
+
+pub(crate) fn valid_id(run_id: &str) -> Result<(), SandboxError> {
+    if run_id.is_empty()
+        || !run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-')
+    {
+        return Err(SandboxError::Config(format!("bad run id {run_id:?}")));
+    }
+    Ok(())
+}
+
+fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
+    nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SandboxError::Helper("output pipe".into(), e.into()))
+}
+
+/// Start `cmd` in a mirror of `config.workspace` (the helper is running it when this returns).
+/// `config.limits.scratch_bytes` bounds /tmp and $HOME writes; [`DEFAULT_UPPER_BYTES`] bounds
+/// the workspace's upper dir.
+pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, SandboxError> {
+    let mut config = config.clone();
+    config.workspace = config.workspace.canonicalize().map_err(|e| {
+        SandboxError::Config(format!("workspace {}: {e}", config.workspace.display()))
+    })?;
+    if let Some(home) = &config.home {
+        config.home = home.canonicalize().ok();
+    }
+    if !cmd.cwd.is_absolute() {
+        return Err(SandboxError::Config(format!(
+            "cwd {} is not absolute",
+            cmd.cwd.display()
+        )));
+    }
+    config.env = filter_env(&cmd.env);
+    let store = store::for_workspace(&config.workspace, &config.state_dir)
+        .map_err(|e| SandboxError::Config(e.to_string()))?;
+    let (out_r, out_w) = pipe()?;
+    let (err_r, err_w) = pipe()?;
+    let mut prepared = prepare_with_output(&config, Some((&out_w, &err_w)))?;
+    drop((out_w, err_w)); // only the helper (and then the command) holds the write ends
+    let run_id = prepared.run_id.clone();
+    let keep = store.runs().join(&run_id);
+    std::fs::create_dir(&keep)
+        .map_err(|e| SandboxError::Config(format!("kept upper dir {}: {e}", keep.display())))?;
+    let request = HelperRequest {
+        run_id,
+        command: cmd.command.clone(),
+        config: config.clone(),
+        mirror: Some(MirrorSpec {
+            keep,
+            cwd: cmd.cwd.clone(),
+            upper_bytes: DEFAULT_UPPER_BYTES,
+        }),
+    };
+    if let Err(e) = prepared.send(&ParentMessage::Run(Box::new(request))) {
+        let _ = remove_tree(&store.runs().join(&prepared.run_id));
+        return Err(e);
+    }
+    let stdin = Arc::new(Mutex::new(prepared.stdin.take()));
+    Ok(MirrorRun {
+        prepared,
+        stdin,
+        stdout: Some(std::fs::File::from(out_r)),
+        stderr: Some(std::fs::File::from(err_r)),
+        config,
+        store,
+        waited: false,
+    })
+}
+
+impl MirrorRun {
+    /// The run's id (names its kept upper dir and, once committed, its journal).
+    pub fn run_id(&self) -> &str {
+        &self.prepared.run_id
+    }
+
+    /// The command's stdout, as produced (the read end of the pipe the command writes).
+    /// EOF once every process of the run is gone. Take it once; read it while the run runs
+    /// (a full pipe blocks the command).
+    pub fn take_stdout(&mut self) -> Option<std::fs::File> {
+        self.stdout.take()
+    }
+
+    /// The command's stderr; see [`MirrorRun::take_stdout`].
+    pub fn take_stderr(&mut self) -> Option<std::fs::File> {
+        self.stderr.take()
+    }
+
+    /// A handle that kills the run from another thread.
+    pub fn killer(&self) -> Killer {
+        Killer(self.stdin.clone())
+    }
+
+    /// Wait until the whole pid namespace is gone and the effects are judged. Output not taken
+    /// is drained meanwhile (so the command never blocks on it).
+    pub fn wait(mut self) -> Result<Finished, SandboxError> {
+        let drains: Vec<_> = [self.stdout.take(), self.stderr.take()]
+            .into_iter()
+            .flatten()
+            .map(|mut f| std::thread::spawn(move || std::io::copy(&mut f, &mut std::io::sink())))
+            .collect();
+        self.waited = true;
+        let reply = self.prepared.receive();
+        if let Ok(mut stdin) = self.stdin.lock() {
+            drop(stdin.take());
+        }
+        self.prepared.finish();
+        for d in drains {
+            let _ = d.join();
+        }
+        let dir = self.store.runs().join(&self.prepared.run_id);
+        let raw = match reply {
+            Ok(HelperReply::Done(raw)) => raw,
+            Ok(HelperReply::Failed { stage, message }) => {
+                let _ = remove_tree(&dir);
+                return Err(SandboxError::Setup { stage, message });
+            }
+            Ok(HelperReply::Ready) => {
+                let _ = remove_tree(&dir);
+                return Err(SandboxError::NoAnswer("answered Ready to Run".into()));
+            }
+            Err(e) => {
+                let _ = remove_tree(&dir);
+                return Err(e);
+            }
+        };
+        let meta = Meta {
+            run_id: self.prepared.run_id.clone(),
+            workspace: self.config.workspace.clone(),
+            started: raw.started,
+            killed: raw.killed,
+            keep_until: None,
+        };
+        let mut kept = KeptUpper {
+            store: self.store.clone(),
+            meta,
+            done: false,
+        };
+        // The overlay's work dir is bookkeeping of the (gone) mount, never part of the commit.
+        let _ = remove_tree(&dir.join("work"));
+        if let Err(e) = write_meta(&dir, &kept.meta) {
+            kept.done = false; // dropped below: discarded
+            return Err(SandboxError::Helper("kept run metadata".into(), e));
+        }
+        let killed = raw.killed;
+        let run = judge(&self.config, raw, true);
+        Ok(Finished { run, killed, kept })
+    }
+}

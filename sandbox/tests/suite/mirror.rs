@@ -1,0 +1,116 @@
+//! Mirrored runs (issue 19): output streams as produced, the exit status is not the verdict, the
+//! upper dir is kept on the workspace's mount, the caller can kill the run, and the command is
+//! evaluated the way Claude Code's Bash tool does (aliases on, filtered environment).
+
+use crate::common::Env;
+use cmdgate_sandbox::mirror::{self, Finished, MirrorCommand};
+use cmdgate_sandbox::{Area, Effect};
+use std::io::{BufRead, BufReader, Read};
+
+pub fn command(env: &Env, cmd: &str) -> MirrorCommand {
+    MirrorCommand {
+        command: cmd.to_string(),
+        cwd: env.ws.clone(),
+        env: env.config().env,
+    }
+}
+
+/// Run to the end, returning (stdout, stderr, finished).
+pub fn mirrored(env: &Env, cmd: &MirrorCommand) -> (String, String, Finished) {
+    let mut run = mirror::start(&env.config(), cmd).expect("start");
+    let mut out = run.take_stdout().expect("stdout");
+    let mut err = run.take_stderr().expect("stderr");
+    let t = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut stdout = String::new();
+    out.read_to_string(&mut stdout).expect("read stdout");
+    let stderr = t.join().expect("stderr thread");
+    (stdout, stderr, run.wait().expect("wait"))
+}
+
+#[test]
+fn output_streams_and_a_failing_command_is_still_clean() {
+    let env = Env::new();
+    let cmd = command(
+        &env,
+        "echo out; echo err >&2; mkdir -p target; echo x > target/o; echo t > /tmp/t; exit 3",
+    );
+    let (out, err, fin) = mirrored(&env, &cmd);
+    assert_eq!(out, "out\n");
+    assert_eq!(err, "err\n");
+    assert_eq!(fin.run.exit, Some(3));
+    assert!(fin.run.clean, "{:?}", fin.run.why);
+    assert!(!fin.killed);
+    assert!(fin.run.effects.iter().any(|e| matches!(e,
+        Effect::Created { area: Area::Workspace, path, .. } if path.ends_with("target/o"))));
+    assert_eq!(fin.scratch_writes().count(), 1, "{:?}", fin.run.effects);
+    // The upper dir is on the workspace's mount, outside the workspace, and holds the file.
+    let upper = fin.kept.upper();
+    assert!(!upper.starts_with(&env.ws));
+    assert_eq!(std::fs::read(upper.join("target/o")).expect("kept"), b"x\n");
+    assert!(!env.ws.join("target").exists(), "nothing committed yet");
+    let dir = fin.kept.dir();
+    fin.kept.discard().expect("discard");
+    assert!(!dir.exists());
+}
+
+#[test]
+fn killing_a_streaming_run_ends_it_and_marks_it_killed() {
+    let env = Env::new();
+    let cmd = command(&env, "echo first; touch made; exec sleep 600");
+    let mut run = mirror::start(&env.config(), &cmd).expect("start");
+    let mut out = BufReader::new(run.take_stdout().expect("stdout"));
+    let mut line = String::new();
+    out.read_line(&mut line).expect("first line");
+    assert_eq!(
+        line, "first\n",
+        "output arrives while the command still runs"
+    );
+    run.killer().kill();
+    let fin = run.wait().expect("wait");
+    assert!(fin.killed);
+    assert!(!env.ws.join("made").exists());
+}
+
+#[test]
+fn aliases_expand_as_in_claude_codes_shell() {
+    let env = Env::new();
+    env.write("README.md", "hi\n");
+    let (_, _, fin) = mirrored(&env, &command(&env, "alias ls=\"rm README.md\"\nls"));
+    assert!(
+        fin.run.effects.iter().any(|e| matches!(e,
+            Effect::Deleted { path, .. } if path.as_os_str() == "README.md")),
+        "{:?}",
+        fin.run.effects
+    );
+}
+
+#[test]
+fn the_environment_is_filtered_and_cwd_is_the_callers() {
+    let env = Env::new();
+    env.write("sub/x", "");
+    let mut cmd = command(&env, "pwd; env | sort");
+    cmd.cwd = env.ws.join("sub");
+    cmd.env.extend(
+        [
+            ("CMDGATE_SOCKET", "/run/cmdgate.sock"),
+            ("LD_PRELOAD", "/x.so"),
+            ("BASH_ENV", "/x"),
+            ("KEEP_ME", "1"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    let (out, _, fin) = mirrored(&env, &cmd);
+    assert!(
+        out.starts_with(&format!("{}\n", env.ws.join("sub").display())),
+        "{out}"
+    );
+    assert!(out.contains("KEEP_ME=1"), "{out}");
+    for gone in ["CMDGATE_", "LD_PRELOAD", "BASH_ENV"] {
+        assert!(!out.contains(gone), "{gone} reached the command: {out}");
+    }
+    fin.kept.discard().expect("discard");
+}
