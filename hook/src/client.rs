@@ -136,9 +136,17 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-/// Parses the status line and headers; returns (status, body length). Requires Content-Length (except
-/// on 204/304, which have no body) and refuses Transfer-Encoding: the daemon sends whole bodies.
-pub fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
+/// The status and the framing headers of a response head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadFields {
+    pub status: u16,
+    pub content_length: Option<usize>,
+    /// `Transfer-Encoding: chunked` (the only coding accepted; any other is an error).
+    pub chunked: bool,
+}
+
+/// Parses the status line and headers (`cmdgate-run` also reads chunked streams with it).
+pub fn parse_head_fields(head: &[u8]) -> Result<HeadFields, ClientError> {
     let text = std::str::from_utf8(head)
         .map_err(|_| ClientError::Malformed("headers are not UTF-8".into()))?;
     let mut lines = text.split("\r\n");
@@ -157,6 +165,7 @@ pub fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
         .filter(|code| (100..=599).contains(code))
         .ok_or_else(|| ClientError::Malformed(format!("bad status line {status_line:?}")))?;
     let mut length: Option<usize> = None;
+    let mut chunked = false;
     for line in lines {
         let (name, value) = line
             .split_once(':')
@@ -174,17 +183,43 @@ pub fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
             }
             length = Some(n);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            return Err(ClientError::Malformed(format!(
-                "unsupported Transfer-Encoding {value:?}"
-            )));
+            if !value.eq_ignore_ascii_case("chunked") || chunked {
+                return Err(ClientError::Malformed(format!(
+                    "unsupported Transfer-Encoding {value:?}"
+                )));
+            }
+            chunked = true;
         }
     }
-    // 204 and 304 never have a body, and servers (hyper) send them without Content-Length.
-    if status == 204 || status == 304 {
-        return Ok((status, 0));
+    if chunked && length.is_some() {
+        return Err(ClientError::Malformed(
+            "both Content-Length and Transfer-Encoding".into(),
+        ));
     }
-    let length = length.ok_or_else(|| ClientError::Malformed("no Content-Length".into()))?;
-    Ok((status, length))
+    Ok(HeadFields {
+        status,
+        content_length: length,
+        chunked,
+    })
+}
+
+/// Parses the status line and headers; returns (status, body length). Requires Content-Length (except
+/// on 204/304, which have no body) and refuses Transfer-Encoding: the daemon sends whole bodies.
+pub fn parse_head(head: &[u8]) -> Result<(u16, usize), ClientError> {
+    let fields = parse_head_fields(head)?;
+    if fields.chunked {
+        return Err(ClientError::Malformed(
+            "unsupported Transfer-Encoding \"chunked\"".into(),
+        ));
+    }
+    // 204 and 304 never have a body, and servers (hyper) send them without Content-Length.
+    if fields.status == 204 || fields.status == 304 {
+        return Ok((fields.status, 0));
+    }
+    let length = fields
+        .content_length
+        .ok_or_else(|| ClientError::Malformed("no Content-Length".into()))?;
+    Ok((fields.status, length))
 }
 
 #[cfg(test)]

@@ -358,6 +358,10 @@ pub fn outcome(call: &HookCall) -> OutcomeReport {
         interrupted,
         duration_ms: post.duration_ms,
         error: post.error.as_deref().map(|e| truncate(e, MAX_ERROR_CHARS)),
+        command: match (call.tool_name.as_str(), call.tool_input.get("command")) {
+            ("Bash", Some(Value::String(c))) => Some(c.clone()),
+            _ => None,
+        },
     }
 }
 

@@ -10,6 +10,7 @@ pub mod input;
 pub mod output;
 mod reads;
 mod replay;
+pub mod run_client;
 mod secrets;
 pub mod spool;
 mod tier;

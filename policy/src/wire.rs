@@ -10,6 +10,7 @@
 //! | `POST` [`DECIDE_PATH`] (`/v1/decide`) | [`DecideRequest`] | `200` + [`DecideResponse`] |
 //! | `POST` [`OUTCOME_PATH`] (`/v1/outcome`) | [`OutcomeReport`] | `204` (or `200`, body ignored) |
 //! | `POST` [`RECORD_PATH`] (`/v1/record`) | [`SpoolRecord`] | `204` (system mode: what the hook did by itself) |
+//! | `POST` [`run::RUN_PATH`] (`/v1/run`) | [`run::RunRequest`] | `200` + a chunked stream of [`run::Frame`]s (the `cmdgate-run` client; see [`run`]) |
 //!
 //! Bodies are JSON (`Content-Type: application/json`) with a `Content-Length` header; the hook sends
 //! no chunked bodies and accepts none (a response without `Content-Length` is garbage to it, and garbage
@@ -37,6 +38,8 @@
 //! `$XDG_STATE_HOME/cmdgate/spool`; `~/.local/state/cmdgate/spool`.
 
 use serde::{Deserialize, Serialize};
+
+pub mod run;
 
 /// The version of every body and spool record defined here.
 pub const WIRE_VERSION: u32 = 1;
@@ -309,6 +312,11 @@ pub struct OutcomeReport {
     /// The failure's `error` text, truncated to [`MAX_ERROR_CHARS`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For Bash, the command Claude Code says it ran (`tool_input.command` of the Post event): a
+    /// call the daemon routed through `cmdgate-run` must show the client here, or Claude Code ran
+    /// the original command on the host (an integrity event).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
 }
 
 /// The body of a 4xx/5xx answer: what was wrong with the request, in words a person can act on.
@@ -447,6 +455,7 @@ mod tests {
                     interrupted: false,
                     duration_ms: Some(3),
                     error: Some("Exit code 1".into()),
+                    command: None,
                 },
                 undelivered: "daemon down".into(),
             },
