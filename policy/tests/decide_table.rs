@@ -359,7 +359,10 @@ fn test_run_plans_merge_options_strictly() {
         panic!()
     };
     assert!(plan.options.direct);
-    for mixed in ["docker compose up && cargo build", "docker compose up && touch x"] {
+    for mixed in [
+        "docker compose up && cargo build",
+        "docker compose up && touch x",
+    ] {
         let Step::TestRun(plan) = w.bash(mixed) else {
             panic!("{mixed}")
         };

@@ -248,7 +248,9 @@ fn options_table() {
         assert_eq!(o.is_default(), opts.is_empty(), "{opts}");
         assert!(!o.direct, "{opts}");
     }
-    let map = ok(&doc("## Tier 1 — sandbox\n- `docker compose *` — direct, network\n"));
+    let map = ok(&doc(
+        "## Tier 1 — sandbox\n- `docker compose *` — direct, network\n",
+    ));
     assert!(map.entries()[0].options.direct);
     for bad in [" — direct=yes", " — direct, direct"] {
         let src = doc(&format!("## Tier 1 — sandbox\n- `docker *`{bad}\n"));
