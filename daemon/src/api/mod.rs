@@ -5,8 +5,9 @@
 //! it from systemd; tests bind one in a temp dir). On shutdown it stops accepting, lets every
 //! connection finish the request it is serving, and returns once all have.
 
-pub mod api;
 pub mod listen;
+pub mod routes;
+pub mod serve;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -25,7 +26,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-pub use api::{ApiRequest, ApiResponse, Role};
+pub use routes::{ApiRequest, ApiResponse, Role};
 
 /// Largest request body: the wire's bound on what the hook sends.
 pub const MAX_BODY: usize = cmdgate_policy::wire::MAX_REQUEST_BYTES;
@@ -71,7 +72,7 @@ pub trait Handler: Send + Sync + 'static {
         &self,
         role: Role,
         peer: Peer,
-        rejection: api::Rejection,
+        rejection: routes::Rejection,
     ) -> impl Future<Output = ApiResponse> + Send {
         let _ = (role, peer);
         async move { ApiResponse::error(rejection.status, &rejection.message) }
@@ -187,7 +188,7 @@ async fn answer<H: Handler>(
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            let rejection = api::Rejection {
+            let rejection = routes::Rejection {
                 status: 413,
                 message: format!("request body refused: {e}"),
             };

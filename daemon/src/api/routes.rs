@@ -37,7 +37,7 @@
 use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
 
-use crate::approvals::{AnswerPending, PendingAnswer};
+use crate::engine::approvals::{AnswerPending, PendingAnswer};
 use crate::store::audit::Query;
 
 /// Which socket a request came in on: the routes differ, and so do the allowed peers.

@@ -10,10 +10,10 @@ use cmdgate_sandbox::HelperCommand;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 
+use crate::api::listen::{self, ListenError};
+use crate::api::{self, Role};
 use crate::config::{Config, ConfigError, Paths};
-use crate::daemon::{Daemon, Options, StartError};
-use crate::server::listen::{self, ListenError};
-use crate::server::{self, Role};
+use crate::engine::{Daemon, Options, StartError};
 
 /// How often the hook's spool is ingested.
 const SPOOL_EVERY: Duration = Duration::from_secs(2);
@@ -125,13 +125,13 @@ pub async fn serve(
             daemon.paths.db.display()
         );
     }
-    let agent = tokio::spawn(server::run(
+    let agent = tokio::spawn(api::run(
         decide,
         Role::Agent,
         daemon.clone(),
         shutdown.clone(),
     ));
-    let operator = tokio::spawn(server::run(
+    let operator = tokio::spawn(api::run(
         admin,
         Role::Admin,
         daemon.clone(),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use cmdgate_daemon::serve::{self, ServeOptions};
+use cmdgate_daemon::api::serve::{self, ServeOptions};
 use cmdgate_sandbox::HelperCommand;
 
 /// The argument that routes this binary to the sandbox helper.

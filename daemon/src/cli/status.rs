@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use serde_json::Value;
 
-use crate::admin_client;
-use crate::serve;
+use crate::api::serve;
+use crate::cli::client;
 
 /// Arguments of `cmdgate status`.
 #[derive(Debug, clap::Args)]
@@ -16,7 +16,7 @@ pub struct StatusArgs {
 
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
-    let s = admin_client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
+    let s = client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(ExitCode::SUCCESS);

@@ -16,13 +16,13 @@ use cmdgate_policy::wire::{self, ApprovalMode, DecideRequest, DecideResponse, Ve
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::approval_notes::{clean_note, human_decision, reason_for_model};
+use crate::api::ApiResponse;
 use crate::clock;
 use crate::config::HOOK_DEADLINE;
-use crate::daemon::{apply_learning, persist_breakers, summarize_tool, Daemon};
-use crate::notify::Note;
-use crate::pending::{Answer, Outcome, PendingInfo};
-use crate::server::ApiResponse;
+use crate::engine::approval_notes::{clean_note, human_decision, reason_for_model};
+use crate::engine::notify::Note;
+use crate::engine::pending::{Answer, Outcome, PendingInfo};
+use crate::engine::{apply_learning, persist_breakers, summarize_tool, Daemon};
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::{state, StoreError};
 

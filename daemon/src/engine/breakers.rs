@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::clock;
-use crate::daemon::Daemon;
+use crate::engine::Daemon;
 use crate::store::StoreError;
 
 /// The global breaker's scope name; sessions are `session:<id>`.

@@ -9,7 +9,7 @@ use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::tiermap::Snapshot;
 use rusqlite::{params, Connection};
 
-use crate::daemon::apply_learning;
+use crate::engine::apply_learning;
 use crate::store::StoreError;
 
 /// What a command that cannot be analysed is classified as: never equal to a real classification,

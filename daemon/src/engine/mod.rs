@@ -6,6 +6,18 @@
 //! deadline that passes. The only answers that allow are `decide`'s, after their audit row is
 //! committed.
 
+pub mod approval_notes;
+pub mod approvals;
+pub mod breakers;
+pub mod learning;
+pub mod listing;
+pub mod notify;
+pub mod pending;
+pub mod project;
+pub mod rules_admin;
+pub mod testrun;
+pub mod tiermaps;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -27,18 +39,17 @@ use rusqlite::Connection;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use crate::breakers::{self, Breakers, Changed};
+use crate::api::routes::{Rejection, ResetBreaker};
+use crate::api::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::clock;
 use crate::config::{Config, Paths};
-use crate::learning;
-use crate::notify::{Note, Notifier, NotifyConfig};
-use crate::pending::Pending;
-use crate::server::api::{Rejection, ResetBreaker};
-use crate::server::{ApiRequest, ApiResponse, Handler, Peer, Role};
+use crate::engine::notify::{Note, Notifier, NotifyConfig};
+use crate::engine::pending::Pending;
+use crate::engine::testrun::{Target, TestRunner};
+use crate::engine::tiermaps::{MapEvent, TierMaps};
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::{state, Store, StoreError};
-use crate::testrun::{Target, TestRunner};
-use crate::tiermaps::{MapEvent, TierMaps};
+use breakers::{Breakers, Changed};
 
 /// Longest string kept verbatim in an audited tool input (Write contents are hashed instead).
 const MAX_AUDIT_STRING: usize = 4096;
@@ -396,7 +407,7 @@ impl Daemon {
                 )
                 .await;
         }
-        let (root, _) = crate::project::project_root(cwd, claude_dir.as_deref());
+        let (root, _) = crate::engine::project::project_root(cwd, claude_dir.as_deref());
         let cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         let root_s = root.to_string_lossy().into_owned();
         let cwd_s = cwd.to_string_lossy().into_owned();
@@ -448,7 +459,7 @@ impl Daemon {
                 secrets: SecretPaths::new(&secrets, &home),
                 extension: None,
                 // Lists the cwd / project root for a recursive search of it (only when asked).
-                listing: Some(&crate::listing::list_dir),
+                listing: Some(&crate::engine::listing::list_dir),
             };
             let ctx = Context {
                 snapshot: &snapshot,

@@ -39,9 +39,9 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
     };
     classify(script, &policy) == ReadVerdict::PureRead
 }
-use crate::daemon::{rule_kind, Daemon};
-use crate::server::api::{AddRule, RuleEdit};
-use crate::server::ApiResponse;
+use crate::api::routes::{AddRule, RuleEdit};
+use crate::api::ApiResponse;
+use crate::engine::{rule_kind, Daemon};
 use crate::store::audit::{self, AuditRow, Entry, Kind};
 use crate::store::state::{self, RevisionConflict, StoredRule};
 use crate::store::StoreError;
