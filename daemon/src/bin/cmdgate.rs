@@ -1,4 +1,5 @@
 //! cmdgate: the operator CLI.
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 

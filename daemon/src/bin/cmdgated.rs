@@ -3,6 +3,7 @@
 //!
 //! `cmdgated __sandbox-helper` is the sandbox's single-threaded helper process, which the daemon
 //! re-executes for every test-run so that it never forks from its tokio threads.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
