@@ -59,6 +59,17 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
             ""
         }
     );
+    let failures = s["audit_failures"]["count"].as_u64().unwrap_or(0);
+    if failures > 0 {
+        let last = &s["audit_failures"]["last"];
+        println!(
+            "audit          INTEGRITY: {failures} audit write(s) failed since start; last: {} ({})",
+            text(&last["what"]),
+            text(&last["error"])
+        );
+    } else {
+        println!("audit          every write committed");
+    }
     println!(
         "global breaker {}",
         text(&s["breakers"]["global"]["state"]["state"])

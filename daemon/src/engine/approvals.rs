@@ -188,7 +188,16 @@ impl Engine {
         .await;
         let audit_id = match written {
             Ok(Ok(id)) => u64::try_from(id).ok(),
-            _ => None,
+            Ok(Err(e)) => {
+                self.audit_integrity
+                    .failed("unanswered pending approval", &e);
+                None
+            }
+            Err(_) => {
+                self.audit_integrity
+                    .failed("unanswered pending approval", &"no commit within 2 s");
+                None
+            }
         };
         DecideResponse::fail_closed(reason, asked.tiermap_revision, audit_id)
     }

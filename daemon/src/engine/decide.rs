@@ -195,6 +195,7 @@ impl Engine {
         let response = match result {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
+                self.audit_integrity.failed("decision", &e);
                 self.fail_closed(
                     peer,
                     &req,
@@ -244,7 +245,15 @@ impl Engine {
         let audit_id =
             match tokio::time::timeout(Duration::from_secs(2), self.store.append(entry)).await {
                 Ok(Ok(row)) => Some(row.id as u64),
-                _ => None,
+                Ok(Err(e)) => {
+                    self.audit_integrity.failed("fail-closed deny", &e);
+                    None
+                }
+                Err(_) => {
+                    self.audit_integrity
+                        .failed("fail-closed deny", &"no commit within 2 s");
+                    None
+                }
             };
         DecideResponse::fail_closed(reason, None, audit_id)
     }

@@ -14,6 +14,7 @@ pub mod approval_notes;
 pub mod approvals;
 pub mod breakers;
 mod decide;
+pub mod integrity;
 pub mod learning;
 pub mod listing;
 pub mod notify;
@@ -125,6 +126,8 @@ pub struct Engine {
     pub(crate) pending: Pending,
     /// Serialises spool ingestion (a timer and requests may both trigger it).
     spool_lock: Mutex<()>,
+    /// Audit writes that failed (never silent: logged, counted, in `status`).
+    pub(crate) audit_integrity: integrity::AuditIntegrity,
 }
 
 /// The global breaker trips at five times the session threshold: one runaway session should not
@@ -188,6 +191,7 @@ impl Engine {
             spool_lock: Mutex::new(()),
             pending: Pending::default(),
             notifier,
+            audit_integrity: integrity::AuditIntegrity::default(),
         }))
     }
 
@@ -247,13 +251,16 @@ impl Engine {
             note: Some(format!("peer not allowed on the {} socket", role.as_str())),
             ..Entry::default()
         };
-        let _ = self
+        let written = self
             .store
             .write(move |c| {
                 let row = audit::append(c, entry)?;
                 persist_breakers(c, &changes, Some(row.id))
             })
             .await;
+        if let Err(e) = written {
+            self.audit_integrity.failed("refused peer", &e);
+        }
     }
 
     /// An agent request that could not be parsed: audited as a fail-closed deny (a malformed
@@ -268,7 +275,9 @@ impl Engine {
             peer: Some(peer.to_string()),
             ..Entry::default()
         };
-        let _ = self.store.append(entry).await;
+        if let Err(e) = self.store.append(entry).await {
+            self.audit_integrity.failed("refused request", &e);
+        }
     }
 
     // ----- admin --------------------------------------------------------------------------------
@@ -332,8 +341,59 @@ impl Engine {
             "projects": self.tiermaps.status().await,
             "rules": self.rules.current().rules().len(),
             "rules_stale": self.rules.is_stale(),
+            "audit_failures": self.audit_integrity.summary(),
             "approvals": {"mode": self.config.approvals.mode, "wait_ms": self.config.approvals.wait_ms, "pending": self.pending.len()},
             "notifications": {"enabled": self.config.notify.enabled, "delivered": self.notifier.delivered(), "last_error": self.notifier.last_error()},
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_audit_write_is_counted_and_shown_in_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let var = |k: &str| match k {
+            "CMDGATE_HOME" => Some(format!("{root}/data")),
+            "CMDGATE_CONFIG_DIR" => Some(format!("{root}/config")),
+            "XDG_RUNTIME_DIR" => Some(format!("{root}/run")),
+            "HOME" => Some(root.clone()),
+            _ => None,
+        };
+        let config = Config::default();
+        let paths = Paths::resolve(&var, &config);
+        let engine = Engine::open(Options {
+            config,
+            paths,
+            helper: HelperCommand {
+                program: "/nonexistent/cmdgated".into(),
+                args: Vec::new(),
+            },
+            uid: 0,
+        })
+        .await
+        .unwrap();
+        assert_eq!(engine.status().await["audit_failures"]["count"], 0);
+        // The writer stops: every later audit write fails.
+        engine.close().await;
+        let peer = Peer {
+            uid: 4242,
+            gid: 4242,
+            pid: None,
+        };
+        engine.peer_refused(Role::Admin, peer).await;
+        engine
+            .request_refused(peer, "request refused (400): test".into())
+            .await;
+        let status = engine.status().await;
+        assert_eq!(status["audit_failures"]["count"], 2, "{status}");
+        assert_eq!(status["audit_failures"]["last"]["what"], "refused request");
+        assert!(status["audit_failures"]["last"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("writer"));
     }
 }
