@@ -150,6 +150,18 @@ impl Locations {
             self.admin_socket.clone(),
             format!("{home}/.claude/settings.json"),
             format!("{home}/.claude/settings.local.json"),
+            // The files themselves, inside the dirs above: the policy also knows them by inode,
+            // so a hard link to one under another name is still recognised.
+            format!("{}/{TRUSTED_KEYS_FILE}", self.config_dir),
+            format!("{}/dev-signing-key", self.config_dir),
+            format!("{}/config.toml", self.config_dir),
+            format!("{}/cmdgate.db", self.data_dir),
+            format!("{}/cmdgate.db-wal", self.data_dir),
+            format!("{}/cmdgate.db-shm", self.data_dir),
+            // The default spool (the hook's and daemon's spool settings add the one in use).
+            format!("{home}/.local/state/cmdgate"),
+            // Claude Code's managed settings, where system mode registers the hook.
+            "/etc/claude-code".to_owned(),
         ];
         v.retain(|p| !p.is_empty() && p != "/");
         v.sort();

@@ -5,6 +5,7 @@
 
 use crate::shell::{Context, Script, SimpleCommand, Word};
 
+use super::kernel::{OwnPaths, PathResolver, Seen, Spelling};
 use super::paths::{self, Base};
 
 /// Why a command is catastrophic, for the reason shown to the model and the audit.
@@ -61,6 +62,17 @@ const INTERPRETERS: &[&str] = &[
 
 /// The first built-in catastrophic pattern the script matches, if any.
 pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
+    find_with(script, g, &Spelling)
+}
+
+/// [`find`], with every word that may name a file also judged where `kernel` resolves it (a link or
+/// a hard link to one of cmdgate's own files is that file).
+pub fn find_with(
+    script: &Script,
+    g: Guarded<'_>,
+    kernel: &dyn PathResolver,
+) -> Option<Catastrophe> {
+    let own = OwnPaths::resolve(g.own_paths, g.project_root, kernel);
     let has_downloader = script
         .commands
         .iter()
@@ -109,7 +121,7 @@ pub fn find(script: &Script, g: Guarded<'_>) -> Option<Catastrophe> {
                 ..g
             },
         };
-        if let Some(path) = touches_own_path(cmd, g) {
+        if let Some(path) = touches_own_path(cmd, g, &own, kernel) {
             return hit(
                 "cmdgate-own-path",
                 format!("touches cmdgate's own file {path}"),
@@ -230,17 +242,12 @@ fn operator_action(prog: &str, args: &[Word]) -> Option<(&'static str, String)> 
     }
 }
 
-fn touches_own_path(cmd: &SimpleCommand, g: Guarded<'_>) -> Option<String> {
-    // An "own path" that holds the project (a config dir pointed at a parent of the workspace)
-    // would make every file of the project cmdgate's; such a setting protects nothing, so skip it.
-    let own: Vec<&String> = g
-        .own_paths
-        .iter()
-        .filter(|own| !paths::is_within(g.project_root, own))
-        .collect();
-    if own.is_empty() {
-        return None;
-    }
+fn touches_own_path(
+    cmd: &SimpleCommand,
+    g: Guarded<'_>,
+    own: &OwnPaths,
+    kernel: &dyn PathResolver,
+) -> Option<String> {
     // A bare command word (`ls`) is looked up in PATH, not a path; `./x` and `/x` are paths.
     let program = cmd
         .argv
@@ -264,10 +271,18 @@ fn touches_own_path(cmd: &SimpleCommand, g: Guarded<'_>) -> Option<String> {
             Word::Dynamic(_) => vec![w.clone()],
         };
         for c in candidates {
-            if let Some(p) = resolve(&c, g) {
-                if own.iter().any(|own| paths::is_within(&p, own)) {
-                    return Some(p);
-                }
+            // A static word as the kernel will walk it (`link/..` is the link's parent); a
+            // `$HOME/…` word as the shell expands it.
+            let seen = match &c {
+                Word::Static(s) if !s.is_empty() => Seen::of(s, g.base, kernel),
+                Word::Static(_) => continue,
+                Word::Dynamic(_) => match resolve(&c, g) {
+                    Some(p) => Seen::absolute(&p, kernel),
+                    None => continue,
+                },
+            };
+            if own.hit(&seen).is_some() {
+                return Some(seen.shown());
             }
         }
     }

@@ -18,7 +18,11 @@
 //! the rule or evidence that produced it and the tier map revision.
 
 pub mod catastrophic;
+pub mod kernel;
 pub mod paths;
+pub mod persistence;
+pub mod protected;
+pub mod reach;
 mod rules;
 mod tools;
 
@@ -31,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::shell::read::{self, ReadPolicy, ReadVerdict};
 use crate::shell::{self, Analysis, Limits, RedirectKind, Script, SimpleCommand, Word};
 use crate::tiermap::{SandboxOptions, Snapshot, Tier};
+use kernel::PathResolver;
 
 /// The final answer for one request.
 #[must_use]
@@ -168,23 +173,34 @@ const PRIVILEGE_WRAPPERS: &[&str] = &[
     "sudo", "doas", "su", "pkexec", "run0", "runuser", "setpriv", "chroot", "nsenter", "unshare",
 ];
 
-/// Decide a request. Pure: the same request and context always give the same step.
+/// Decide a request as if nothing existed on disk (every path is what it says): for requests judged
+/// in the abstract. A caller deciding a real call uses [`decide_with`] and its resolver.
 pub fn decide(req: Request<'_>, ctx: Context<'_>) -> Step {
+    decide_with(req, ctx, &kernel::Spelling)
+}
+
+/// Decide a request, with paths as `kernel` resolves them now ([`kernel`]). Pure: the same request,
+/// context and resolutions always give the same step.
+pub fn decide_with(req: Request<'_>, ctx: Context<'_>, kernel: &dyn PathResolver) -> Step {
     match req.tool {
-        Tool::Bash { command } => decide_bash(command, req, ctx),
-        other => Step::Decided(tools::decide_tool(other, req, ctx)),
+        Tool::Bash { command } => decide_bash(command, req, ctx, kernel),
+        other => Step::Decided(tools::decide_tool(other, req, ctx, kernel)),
     }
 }
 
 /// Only the checks that nothing overrides (1 and 2): what the escape hatch still enforces.
 /// `None` means the hatch may step aside.
-pub fn escape_hatch_check(req: Request<'_>, ctx: Context<'_>) -> Option<Decision> {
+pub fn escape_hatch_check(
+    req: Request<'_>,
+    ctx: Context<'_>,
+    kernel: &dyn PathResolver,
+) -> Option<Decision> {
     match req.tool {
         Tool::Bash { command } => match shell::analyze(command, &ctx.limits) {
             Analysis::Unanalyzable(u) => Some(deny_unanalyzable(&u, revision(ctx))),
-            Analysis::Parsed(script) => hard_deny(&script, req, ctx),
+            Analysis::Parsed(script) => hard_deny(&script, req, ctx, kernel),
         },
-        other => match tools::decide_tool(other, req, ctx) {
+        other => match tools::decide_tool(other, req, ctx, kernel) {
             d @ Decision::Deny(Evidence {
                 source: Source::Catastrophic,
                 ..
@@ -253,7 +269,12 @@ fn describe_unanalyzable(u: &shell::Unanalyzable) -> String {
 }
 
 /// Steps 1–2 on a parsed script: catastrophic patterns and tier 3.
-fn hard_deny(script: &Script, req: Request<'_>, ctx: Context<'_>) -> Option<Decision> {
+fn hard_deny(
+    script: &Script,
+    req: Request<'_>,
+    ctx: Context<'_>,
+    kernel: &dyn PathResolver,
+) -> Option<Decision> {
     let rev = revision(ctx);
     let guarded = Guarded {
         base: paths::Base {
@@ -263,7 +284,7 @@ fn hard_deny(script: &Script, req: Request<'_>, ctx: Context<'_>) -> Option<Deci
         project_root: req.project_root,
         own_paths: ctx.own_paths,
     };
-    if let Some(c) = catastrophic::find(script, guarded) {
+    if let Some(c) = catastrophic::find_with(script, guarded, kernel) {
         return Some(Decision::Deny(Evidence {
             source: Source::Catastrophic,
             rule: Some(format!("built-in:{}", c.rule)),
@@ -294,7 +315,12 @@ fn hard_deny(script: &Script, req: Request<'_>, ctx: Context<'_>) -> Option<Deci
     None
 }
 
-fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
+fn decide_bash(
+    command: &str,
+    req: Request<'_>,
+    ctx: Context<'_>,
+    kernel: &dyn PathResolver,
+) -> Step {
     let rev = revision(ctx);
     let decided = |d| Step::Decided(d);
     // 1. Unanalysable ⇒ deny.
@@ -303,7 +329,7 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
         Analysis::Parsed(script) => script,
     };
     // 2. Catastrophic / own paths / tier 3 ⇒ deny.
-    if let Some(d) = hard_deny(&script, req, ctx) {
+    if let Some(d) = hard_deny(&script, req, ctx, kernel) {
         return decided(d);
     }
     let reads = part_verdicts(&script, req.cwd, req.project_root, ctx);
@@ -365,6 +391,20 @@ fn decide_bash(command: &str, req: Request<'_>, ctx: Context<'_>) -> Step {
             Source::Remembered,
             Some(format!("rule #{}", r.id)),
             "the operator asked to be asked every time for this command".into(),
+        )));
+    }
+    // What the words reach on disk (links, hard links) and where `git` runs: never allowed on
+    // the spelling, never test-run (the real run would meet the same link or repository).
+    let base = paths::Base {
+        home: ctx.home,
+        cwd: req.cwd,
+    };
+    let secrets = &ctx.read_policy.secrets;
+    if let Some(why) = reach::bash_risk(&script, base, req.project_root, secrets, kernel) {
+        return decided(Decision::Ask(ev(
+            Source::ToolPolicy,
+            None,
+            format!("{why}; a person must decide"),
         )));
     }
     // 5. Reads ⇒ allow; remembered approval / learned ⇒ allow.
@@ -593,8 +633,7 @@ fn with_read_policy<R>(
 
 /// The strictest combination of two sets of sandbox options: the longest timeout (a slow part must
 /// not be cut short, the timeout never makes a run more permissive), network only if both allow it,
-/// extra writable paths only if both allow them, tracked edits only if both allow them, `direct`
-/// only if both are.
+/// extra writable paths only if both allow them, tracked edits only if both allow them.
 fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
     SandboxOptions {
         timeout: a.timeout.max(b.timeout),
@@ -606,8 +645,6 @@ fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
             .cloned()
             .collect(),
         edit_tracked: a.edit_tracked && b.edit_tracked,
-        // Only when every part is a `direct` entry (an unknown part contributes the default).
-        direct: a.direct && b.direct,
     }
 }
 

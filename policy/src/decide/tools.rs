@@ -5,7 +5,10 @@ use serde_json::Value;
 use crate::shell::read::recursive::claude_grep;
 use crate::tiermap::Snapshot;
 
+use super::kernel::{OwnPaths, PathResolver, Seen};
 use super::paths::{self, Base};
+use super::persistence::persistence;
+use super::protected::protected;
 use super::{Context, Decision, Evidence, Request, Source};
 
 /// A tool call, reduced to what the policy needs.
@@ -60,9 +63,6 @@ const SHELL_RC: &[&str] = &[
     ".inputrc",
     ".envrc",
 ];
-
-/// Project paths whose change alters the gate itself or the repository's history.
-const PROTECTED_IN_PROJECT: &[&str] = &[".git", ".claude", "CLAUDE_CMDS.md"];
 
 impl Tool {
     /// Reads Claude Code's `tool_name` and `tool_input`. A known tool missing its required field is
@@ -137,7 +137,12 @@ impl Tool {
     }
 }
 
-pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> Decision {
+pub(super) fn decide_tool(
+    tool: &Tool,
+    req: Request<'_>,
+    ctx: Context<'_>,
+    kernel: &dyn PathResolver,
+) -> Decision {
     let revision = match ctx.snapshot {
         Snapshot::Verified(v) => Some(v.revision),
         Snapshot::ReadOnly { .. } => None,
@@ -166,22 +171,48 @@ pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> De
             ))
         })
     };
+    let own = OwnPaths::resolve(ctx.own_paths, req.project_root, kernel);
+    let own_deny = |tool: &str, seen: &Seen, own_path: &str| {
+        Decision::Deny(Evidence {
+            source: Source::Catastrophic,
+            rule: Some("built-in:cmdgate-own-path".into()),
+            revision,
+            reason: format!(
+                "`{tool}` of {} refused: it is cmdgate's own {own_path}, which no tool may read or write",
+                seen.shown()
+            ),
+        })
+    };
     match tool {
         Tool::Bash { .. } => Decision::Deny(ev(
             Source::ToolPolicy,
             "internal error: Bash reached the tool policy".into(),
         )),
         Tool::Read { tool, path } => {
-            let abs = paths::resolve_str(path, base);
-            if ctx.read_policy.secrets.matches(&abs, &[], false) {
+            let seen = Seen::of(path, base, kernel);
+            if let Some(o) = own.hit(&seen) {
+                return own_deny(tool, &seen, &o);
+            }
+            if let Some(doubt) = seen.doubt() {
+                return Decision::Ask(ev(
+                    Source::ToolPolicy,
+                    format!("`{tool}`: {doubt}; a person must decide"),
+                ));
+            }
+            let shown = seen.shown();
+            if seen
+                .names()
+                .iter()
+                .any(|n| ctx.read_policy.secrets.matches(n, &[], false))
+            {
                 Decision::Ask(ev(
                     Source::ToolPolicy,
-                    format!("`{tool}` of {abs} reads a secret path (keys, tokens, credentials); a person must decide"),
+                    format!("`{tool}` of {shown} reads a secret path (keys, tokens, credentials); a person must decide"),
                 ))
             } else {
                 Decision::Allow(ev(
                     Source::BuiltinRead,
-                    format!("`{tool}` of {abs} is a read outside secret paths"),
+                    format!("`{tool}` of {shown} is a read outside secret paths"),
                 ))
             }
         }
@@ -190,99 +221,65 @@ pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> De
             path,
             pattern,
         } => {
-            let dir = paths::resolve_str(path.as_deref().unwrap_or("."), base);
-            // Grep reads every file under its path: the recursive rule (`shell::read::recursive`),
-            // as the hook applies it.
+            let seen = Seen::of(path.as_deref().unwrap_or("."), base, kernel);
+            if let Some(o) = own.hit(&seen) {
+                return own_deny(tool, &seen, &o);
+            }
             if tool == "Grep" {
-                let secrets = &ctx.read_policy.secrets;
-                let cwd = paths::resolve_str(".", base);
-                return match claude_grep(
-                    secrets,
-                    &dir,
-                    pattern.as_deref(),
-                    &cwd,
-                    Some(req.project_root),
-                    ctx.read_policy.listing,
-                ) {
-                    Ok(()) => Decision::Allow(ev(
-                        Source::BuiltinRead,
-                        format!("`{tool}` in {dir} is a read outside secret paths"),
-                    )),
-                    Err(risk) => Decision::Ask(ev(
-                        Source::ToolPolicy,
-                        format!(
-                            "`{tool}` searches {dir} recursively, which {}; a person must decide",
-                            risk.why()
-                        ),
-                    )),
-                };
+                // Grep reads every file below its path: one of cmdgate's own files down there is read too.
+                if let Some(o) = seen.names().iter().find_map(|n| own.below(n)) {
+                    return own_deny(tool, &seen, &o);
+                }
             }
-            // The directory itself, and (for a pattern) every file the pattern could match in it.
-            let secret = ctx.read_policy.secrets.matches(&dir, &[], false)
-                || pattern.as_deref().is_some_and(|p| {
-                    let joined = if p.starts_with('/') {
-                        p.to_owned()
-                    } else {
-                        format!("{dir}/{p}")
-                    };
-                    ctx.read_policy.secrets.matches(&joined, &[], true)
-                });
-            if secret {
-                Decision::Ask(ev(
-                    Source::ToolPolicy,
-                    format!("`{tool}` in {dir} could read secret paths (keys, tokens, credentials); a person must decide"),
-                ))
-            } else {
-                Decision::Allow(ev(
-                    Source::BuiltinRead,
-                    format!("`{tool}` in {dir} is a read outside secret paths"),
-                ))
-            }
-        }
-        Tool::Write { tool, path } => {
-            let abs = paths::resolve_str(path, base);
-            if ctx
-                .own_paths
-                .iter()
-                .any(|own| paths::is_within(&abs, own) && !paths::is_within(req.project_root, own))
-            {
-                return Decision::Deny(Evidence {
-                    source: Source::Catastrophic,
-                    rule: Some("built-in:cmdgate-own-path".into()),
-                    revision,
-                    reason: format!("`{tool}` of {abs} refused: it is one of cmdgate's own files"),
-                });
-            }
-            if let Some(d) = read_only(&format!("`{tool}` of {abs}")) {
-                return d;
-            }
-            let name = abs.rsplit('/').next().unwrap_or_default();
-            if SHELL_RC.contains(&name) {
+            if let Some(doubt) = seen.doubt() {
                 return Decision::Ask(ev(
                     Source::ToolPolicy,
-                    format!("`{tool}` of {abs} changes a shell startup file; a person must decide"),
+                    format!("`{tool}`: {doubt}; a person must decide"),
                 ));
             }
-            if !paths::is_within(&abs, req.project_root) {
+            // The search must be a read where it is spelled and where it resolves.
+            for dir in seen.names() {
+                if let Some(d) = search_one(tool, dir, pattern.as_deref(), req, ctx, &ev) {
+                    return d;
+                }
+            }
+            Decision::Allow(ev(
+                Source::BuiltinRead,
+                format!(
+                    "`{tool}` in {} is a read outside secret paths",
+                    seen.shown()
+                ),
+            ))
+        }
+        Tool::Write { tool, path } => {
+            let seen = Seen::of(path, base, kernel);
+            if let Some(o) = own.hit(&seen) {
+                return own_deny(tool, &seen, &o);
+            }
+            let shown = seen.shown();
+            if let Some(d) = read_only(&format!("`{tool}` of {shown}")) {
+                return d;
+            }
+            if let Some(doubt) = seen.doubt() {
                 return Decision::Ask(ev(
                     Source::ToolPolicy,
                     format!(
-                        "`{tool}` of {abs} writes outside the project {}; a person must decide",
-                        req.project_root
+                        "`{tool}`: {doubt}, so where it writes is not known; a person must decide"
                     ),
                 ));
             }
-            let relative = abs[req.project_root.len()..].trim_start_matches('/');
-            let first = relative.split('/').next().unwrap_or_default();
-            if PROTECTED_IN_PROJECT.contains(&first) {
-                return Decision::Ask(ev(
-                    Source::ToolPolicy,
-                    format!("`{tool}` of {abs} changes a protected path ({first}); a person must decide"),
-                ));
+            let roots = Seen::absolute(req.project_root, kernel);
+            for abs in seen.names() {
+                if let Some(why) = write_refusal(abs, &roots) {
+                    return Decision::Ask(ev(
+                        Source::ToolPolicy,
+                        format!("`{tool}` of {shown} {why}; a person must decide"),
+                    ));
+                }
             }
             Decision::Allow(ev(
                 Source::ToolPolicy,
-                format!("`{tool}` of {abs} stays inside the project, outside protected paths"),
+                format!("`{tool}` of {shown} stays inside the project, outside protected paths"),
             ))
         }
         Tool::Web { tool, target } => read_only(&format!("`{tool}`")).unwrap_or_else(|| {
@@ -302,4 +299,78 @@ pub(super) fn decide_tool(tool: &Tool, req: Request<'_>, ctx: Context<'_>) -> De
             ))
         }),
     }
+}
+
+/// Why a write to `abs` (one name of the written file) needs a person, or `None`.
+fn write_refusal(abs: &str, root: &Seen) -> Option<String> {
+    let name = abs.rsplit('/').next().unwrap_or_default();
+    if SHELL_RC.contains(&name) {
+        return Some("changes a shell startup file".into());
+    }
+    let Some(rel) = root
+        .names()
+        .into_iter()
+        .find(|r| paths::is_within(abs, r))
+        .map(|r| abs[r.len()..].trim_start_matches('/'))
+    else {
+        return Some(format!(
+            "writes {abs}, outside the project {}",
+            root.spelled
+        ));
+    };
+    if let Some(what) = protected(rel) {
+        return Some(format!("changes a protected path: {what}"));
+    }
+    persistence(rel).map(|p| format!("changes {rel}, which runs later: {}", p.reason))
+}
+
+/// Glob/Grep/LS in one directory (as spelled or as resolved): `Some` when it is not a plain read.
+fn search_one(
+    tool: &str,
+    dir: &str,
+    pattern: Option<&str>,
+    req: Request<'_>,
+    ctx: Context<'_>,
+    ev: &dyn Fn(Source, String) -> Evidence,
+) -> Option<Decision> {
+    // Grep reads every file under its path: the recursive rule (`shell::read::recursive`), as the
+    // hook applies it.
+    if tool == "Grep" {
+        let secrets = &ctx.read_policy.secrets;
+        let cwd = paths::normalise(req.cwd);
+        return claude_grep(
+            secrets,
+            dir,
+            pattern,
+            &cwd,
+            Some(req.project_root),
+            ctx.read_policy.listing,
+        )
+        .err()
+        .map(|risk| {
+            Decision::Ask(ev(
+                Source::ToolPolicy,
+                format!(
+                    "`{tool}` searches {dir} recursively, which {}; a person must decide",
+                    risk.why()
+                ),
+            ))
+        });
+    }
+    // The directory itself, and (for a pattern) every file the pattern could match in it.
+    let secret = ctx.read_policy.secrets.matches(dir, &[], false)
+        || pattern.is_some_and(|p| {
+            let joined = if p.starts_with('/') {
+                p.to_owned()
+            } else {
+                format!("{dir}/{p}")
+            };
+            ctx.read_policy.secrets.matches(&joined, &[], true)
+        });
+    secret.then(|| {
+        Decision::Ask(ev(
+            Source::ToolPolicy,
+            format!("`{tool}` in {dir} could read secret paths (keys, tokens, credentials); a person must decide"),
+        ))
+    })
 }
