@@ -67,15 +67,17 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
     let cwd_s = cwd.display().to_string();
     let root_s = project_dir.display().to_string();
+    let own_paths = crate::own::own_paths(cfg);
     let guarded = Guarded {
         base: Base {
             home: &home,
             cwd: &cwd_s,
         },
         project_root: &root_s,
-        own_paths: &cfg.own_paths,
+        own_paths: &own_paths,
     };
-    if let Some(c) = catastrophic::find(script, guarded) {
+    // Words judged where they resolve too: a link or hard link to cmdgate's own files is them.
+    if let Some(c) = catastrophic::find_with(script, guarded, &crate::kernel::Kernel) {
         return Local::Catastrophic(format!("{} (built-in:{})", c.what, c.rule));
     }
     if let Some(why) = operator_routes {
@@ -114,6 +116,12 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         policy.listing = Some(&listing);
         if verdict == ReadVerdict::PureRead {
             verdict = read::classify(script, &policy);
+        }
+    }
+    // What the words are on disk (links, hard links) and where `git` runs.
+    if verdict == ReadVerdict::PureRead {
+        if let Some(why) = crate::own::bash_read(script, cwd, project_dir, cfg, &policy.secrets) {
+            return Local::Route(format!("not a read as the file system resolves it: {why}"));
         }
     }
     match verdict {

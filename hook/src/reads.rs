@@ -54,6 +54,11 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
     };
     let cwd = Path::new(&call.cwd);
     let input = &call.tool_input;
+    if matches!(call.tool_name.as_str(), "Read" | "LS" | "Glob" | "Grep") {
+        if let Some(why) = crate::own::read_tool(call, cfg, project_dir) {
+            return Local::Route(why);
+        }
+    }
     match call.tool_name.as_str() {
         "Bash" => match str_field(input, "command") {
             Some(command) => crate::bash::classify(command, cwd, project_dir, cfg),

@@ -87,11 +87,10 @@ pub fn check(
     let text = match read_published(path) {
         Ok(Some(t)) => t,
         Ok(None) if required => {
-            let path = path.display();
             return Err(format!(
-                "the daemon's record of accepted revisions {path} does not exist (system mode \
-                 needs it)"
-            ));
+            "the daemon's record of accepted revisions {} does not exist (system mode needs it)",
+            path.display()
+        ))
         }
         Ok(None) => return Ok(()),
         Err(e) => {

@@ -4,4 +4,5 @@
 mod bash;
 mod common;
 mod failures;
+mod kernel_paths;
 mod paths;

@@ -83,6 +83,7 @@ fn grep_over_a_tree_that_may_hold_secrets_goes_to_the_daemon() {
     let w = World::new();
     let home = w.path("home").display().to_string();
     std::fs::create_dir_all(w.path("work/src")).unwrap();
+    std::fs::create_dir_all(w.path("other")).unwrap();
     for (input, why) in [
         // Above the home's secret directories (~/.ssh, ~/.aws, …).
         (json!({"pattern": "PRIVATE KEY", "path": home}), "secret"),
@@ -93,10 +94,14 @@ fn grep_over_a_tree_that_may_hold_secrets_goes_to_the_daemon() {
             "secret",
         ),
         (json!({"pattern": "x", "glob": "*.rs,*.pem"}), "secret"),
-        // Outside the project.
+        // Outside the project (`run` would be refused sooner: it holds cmdgate's sockets).
+        (
+            json!({"pattern": "x", "path": w.path("other").display().to_string()}),
+            "may hold secret files",
+        ),
         (
             json!({"pattern": "x", "path": w.path("run").display().to_string()}),
-            "may hold secret files",
+            "cmdgate's own",
         ),
     ] {
         let reason = w.run(&w.pre("Grep", input.clone()), &[]).denied();

@@ -1,0 +1,178 @@
+//! Paths as the kernel resolves them now, for the policy's `PathResolver`
+//! (`cmdgate_policy::decide::kernel`): symbolic links in every component, the final one included,
+//! `..` after a link taken from the link's target, hard links counted. The one implementation,
+//! used by the hook and by the daemon (which includes this file by path), so both see the same.
+//! std only (the hook's rule).
+
+use std::io::ErrorKind;
+use std::os::unix::fs::MetadataExt;
+
+use cmdgate_policy::decide::kernel::{Kind, PathResolver, Resolution};
+use cmdgate_policy::decide::paths::normalise;
+
+/// Links followed before a path counts as a loop (the kernel's `MAXSYMLINKS`).
+const MAX_HOPS: usize = 40;
+
+/// The real file system, now.
+pub struct Kernel;
+
+impl PathResolver for Kernel {
+    fn resolve(&self, path: &str) -> Resolution {
+        resolve(path)
+    }
+}
+
+/// Resolves an absolute path component by component.
+pub fn resolve(path: &str) -> Resolution {
+    let unknown = |why: String| Resolution::Unknown { why };
+    if !path.starts_with('/') {
+        return unknown(format!("{path:?} is not absolute"));
+    }
+    let mut todo: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .rev()
+        .map(str::to_owned)
+        .collect();
+    // The resolved prefix, always real (no links in it); "" is the root.
+    let mut cur = String::new();
+    let mut hops = 0;
+    while let Some(part) = todo.pop() {
+        match part.as_str() {
+            "." => continue,
+            ".." => {
+                cur = cur
+                    .rsplit_once('/')
+                    .map(|(a, _)| a.to_owned())
+                    .unwrap_or_default();
+                continue;
+            }
+            _ => {}
+        }
+        let cand = format!("{cur}/{part}");
+        let meta = match std::fs::symlink_metadata(&cand) {
+            Ok(m) => m,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let mut rest = cand;
+                while let Some(p) = todo.pop() {
+                    rest.push('/');
+                    rest.push_str(&p);
+                }
+                return Resolution::Missing {
+                    real: normalise(&rest),
+                };
+            }
+            Err(e) => return unknown(format!("{cand}: {e}")),
+        };
+        if !meta.file_type().is_symlink() {
+            if !meta.is_dir() && !todo.is_empty() {
+                return unknown(format!("{cand} is not a directory"));
+            }
+            cur = cand;
+            continue;
+        }
+        hops += 1;
+        if hops > MAX_HOPS {
+            return unknown(format!("more than {MAX_HOPS} symbolic links"));
+        }
+        if magic(&cur, &part) {
+            return unknown(format!(
+                "{cand} is a /proc link whose target depends on the process resolving it"
+            ));
+        }
+        let target = match std::fs::read_link(&cand) {
+            Ok(t) => t,
+            Err(e) => return unknown(format!("{cand}: {e}")),
+        };
+        let Some(target) = target.to_str() else {
+            return unknown(format!("{cand} points at a name that is not UTF-8"));
+        };
+        for p in target.split('/').filter(|s| !s.is_empty()).rev() {
+            todo.push(p.to_owned());
+        }
+        if target.starts_with('/') {
+            cur = String::new();
+        }
+    }
+    let real = if cur.is_empty() { "/".to_owned() } else { cur };
+    match std::fs::symlink_metadata(&real) {
+        Ok(m) => Resolution::Exists {
+            kind: if m.is_dir() {
+                Kind::Dir
+            } else if m.is_file() {
+                Kind::File
+            } else {
+                Kind::Other
+            },
+            links: m.nlink(),
+            id: (m.dev(), m.ino()),
+            real,
+        },
+        Err(e) => unknown(format!("{real}: {e}")),
+    }
+}
+
+/// `/proc/<pid>/cwd`, `exe`, `fd/*`, `map_files/*`: "links" the kernel resolves per process, so
+/// what the hook or the daemon sees is not what the agent's process would (`/proc/<pid>/root` is
+/// followed: it reads as `/` for every process outside a chroot).
+fn magic(parent: &str, name: &str) -> bool {
+    let Some(rest) = parent.strip_prefix("/proc/") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        [_pid] | [_pid, "task", _] => matches!(name, "cwd" | "exe"),
+        [_pid, "fd" | "map_files"] | [_pid, "task", _, "fd" | "map_files"] => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_dotdot_missing_and_hard_links() {
+        let dir = std::env::temp_dir().join(format!("cmdgate-kernel-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a/b")).unwrap();
+        std::fs::write(dir.join("a/f"), "x").unwrap();
+        std::os::unix::fs::symlink(dir.join("a/b"), dir.join("l")).unwrap();
+        std::os::unix::fs::symlink("l", dir.join("l2")).unwrap();
+        std::fs::hard_link(dir.join("a/f"), dir.join("h")).unwrap();
+        std::os::unix::fs::symlink("loop", dir.join("loop")).unwrap();
+        let d = dir.display().to_string();
+        let real = |p: &str| match resolve(&format!("{d}/{p}")) {
+            Resolution::Exists { real, .. } | Resolution::Missing { real } => real,
+            Resolution::Unknown { why } => format!("unknown: {why}"),
+        };
+        assert_eq!(real("l2/../f"), format!("{d}/a/f"), "`..` after a link");
+        assert_eq!(real("l/new/x"), format!("{d}/a/b/new/x"));
+        assert!(real("loop").starts_with("unknown"));
+        assert!(real("a/f/x").starts_with("unknown"));
+        assert!(matches!(
+            resolve(&format!("{d}/h")),
+            Resolution::Exists {
+                links: 2,
+                kind: Kind::File,
+                ..
+            }
+        ));
+        assert_eq!(
+            real_of(&format!("/proc/self/root{d}/l")),
+            format!("{d}/a/b")
+        );
+        assert!(matches!(
+            resolve("/proc/self/cwd/x"),
+            Resolution::Unknown { .. }
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn real_of(p: &str) -> String {
+        match resolve(p) {
+            Resolution::Exists { real, .. } | Resolution::Missing { real } => real,
+            Resolution::Unknown { why } => why,
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! Paths as the kernel sees them on the hook's fast path: a read tool or a Bash read is not allowed
+//! locally when what it names on disk is one of cmdgate's own files, a link into a secret, another
+//! name of a hard-linked file, something that cannot be resolved, or a `git` repository other than
+//! the project's own (`cmdgate_policy::decide::{kernel, reach}`; the daemon decides those).
+
+use std::path::Path;
+
+use cmdgate_policy::decide::kernel::{read_tool_doubt, OwnPaths};
+use cmdgate_policy::decide::paths::Base;
+use cmdgate_policy::decide::reach::bash_risk;
+use cmdgate_policy::decide::Tool;
+use cmdgate_policy::shell::Script;
+
+use crate::config::Config;
+use crate::input::HookCall;
+use crate::kernel::Kernel;
+
+/// cmdgate's own paths as the hook knows them: the shared list, plus the spool in use and the hook
+/// binary itself.
+pub fn own_paths(cfg: &Config) -> Vec<String> {
+    let mut v = cfg.own_paths.clone();
+    if let Some(spool) = &cfg.spool_dir {
+        v.push(spool.display().to_string());
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        v.push(exe.display().to_string());
+    }
+    v
+}
+
+fn home(cfg: &Config) -> String {
+    cfg.home
+        .as_ref()
+        .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string())
+}
+
+/// Why a Read/Glob/Grep/LS call must go to the daemon for what its path is on disk, or `None`.
+pub fn read_tool(call: &HookCall, cfg: &Config, project_dir: &Path) -> Option<String> {
+    let tool = Tool::from_claude(&call.tool_name, &call.tool_input).ok()?;
+    let home = home(cfg);
+    let base = Base {
+        home: &home,
+        cwd: &call.cwd,
+    };
+    let own = OwnPaths::resolve(&own_paths(cfg), &project_dir.display().to_string(), &Kernel);
+    read_tool_doubt(&tool, base, &own, &Kernel)
+}
+
+/// Why a Bash command the read classifier calls a read must still go to the daemon, or `None`.
+pub fn bash_read(
+    script: &Script,
+    cwd: &Path,
+    project_dir: &Path,
+    cfg: &Config,
+    secrets: &cmdgate_policy::shell::read::SecretPaths,
+) -> Option<String> {
+    let home = home(cfg);
+    let cwd = cwd.display().to_string();
+    let base = Base {
+        home: &home,
+        cwd: &cwd,
+    };
+    bash_risk(
+        script,
+        base,
+        &project_dir.display().to_string(),
+        secrets,
+        &Kernel,
+    )
+}
