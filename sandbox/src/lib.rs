@@ -14,6 +14,7 @@
 //! ```
 
 pub mod cgroup;
+pub mod commit;
 pub mod config;
 pub mod confine;
 pub mod effects;

@@ -79,6 +79,7 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Path (relative for workspace/home, absolute otherwise).
+        #[serde(with = "lossless_path")]
         path: PathBuf,
         /// What was created.
         kind: FileKind,
@@ -90,6 +91,7 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Path.
+        #[serde(with = "lossless_path")]
         path: PathBuf,
         /// Size before.
         old_size: u64,
@@ -101,6 +103,7 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Path.
+        #[serde(with = "lossless_path")]
         path: PathBuf,
         /// Mode before (permission bits).
         old_mode: u32,
@@ -112,6 +115,7 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Path.
+        #[serde(with = "lossless_path")]
         path: PathBuf,
         /// What was there.
         kind: FileKind,
@@ -123,8 +127,10 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Old path.
+        #[serde(with = "lossless_path")]
         from: PathBuf,
         /// New path.
+        #[serde(with = "lossless_path")]
         to: PathBuf,
         /// Size in bytes.
         size: u64,
@@ -134,6 +140,7 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Path.
+        #[serde(with = "lossless_path")]
         path: PathBuf,
     },
     /// A path changed type (e.g. a file became a directory).
@@ -141,6 +148,7 @@ pub enum Effect {
         /// Tree it is in.
         area: Area,
         /// Path.
+        #[serde(with = "lossless_path")]
         path: PathBuf,
         /// What was there.
         old: FileKind,
@@ -174,6 +182,7 @@ pub enum Effect {
         /// Syscall name.
         syscall: String,
         /// The path, resolved inside the mirror.
+        #[serde(with = "lossless_path")]
         path: PathBuf,
     },
     /// A cgroup limit was reached (memory, pids).
@@ -283,5 +292,40 @@ mod duration_ms {
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         Ok(Duration::from_millis(u64::deserialize(d)?))
+    }
+}
+
+/// Paths in effects keep every byte: a valid UTF-8 path is a JSON string as before; any other is
+/// `{"non_utf8": "<escaped>"}` (printable ASCII kept, other bytes `%XX`), so a run that makes a
+/// file with a non-UTF-8 name still reports (and judges) that exact name.
+pub mod lossless_path {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::path::{Path, PathBuf};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Text(String),
+        Raw { non_utf8: String },
+    }
+
+    /// Serialize a path (see the module docs).
+    pub fn serialize<S: Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+        match p.to_str() {
+            Some(text) => s.serialize_str(text),
+            None => Repr::Raw {
+                non_utf8: crate::commit::escape(p),
+            }
+            .serialize(s),
+        }
+    }
+
+    /// Deserialize a path written by [`serialize`].
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Text(t) => Ok(PathBuf::from(t)),
+            Repr::Raw { non_utf8 } => crate::commit::unescape(&non_utf8)
+                .ok_or_else(|| serde::de::Error::custom("bad escaped path")),
+        }
     }
 }

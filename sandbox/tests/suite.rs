@@ -1,6 +1,8 @@
 //! The sandbox's integration suite, one binary: the escape suite, the effects diff, the CLI-free
 //! library API. Every test builds real namespaces, mounts and cgroups, so it needs root.
 
+#[path = "suite/commit.rs"]
+mod commit;
 #[path = "suite/common.rs"]
 mod common;
 #[path = "suite/effects.rs"]

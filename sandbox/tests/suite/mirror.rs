@@ -4,7 +4,7 @@
 
 use crate::common::Env;
 use cmdgate_sandbox::mirror::{self, Finished, MirrorCommand};
-use cmdgate_sandbox::{Area, Effect};
+use cmdgate_sandbox::{Area, Effect, RunConfig};
 use std::io::{BufRead, BufReader, Read};
 
 pub fn command(env: &Env, cmd: &str) -> MirrorCommand {
@@ -17,16 +17,22 @@ pub fn command(env: &Env, cmd: &str) -> MirrorCommand {
 
 /// Run to the end, returning (stdout, stderr, finished).
 pub fn mirrored(env: &Env, cmd: &MirrorCommand) -> (String, String, Finished) {
-    let mut run = mirror::start(&env.config(), cmd).expect("start");
+    mirrored_with(&env.config(), cmd)
+}
+
+/// [`mirrored`] with a config of the caller's.
+pub fn mirrored_with(config: &RunConfig, cmd: &MirrorCommand) -> (String, String, Finished) {
+    let mut run = mirror::start(config, cmd).expect("start");
     let mut out = run.take_stdout().expect("stdout");
     let mut err = run.take_stderr().expect("stderr");
     let t = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).into_owned()
     });
-    let mut stdout = String::new();
-    out.read_to_string(&mut stdout).expect("read stdout");
+    let mut stdout = Vec::new();
+    out.read_to_end(&mut stdout).expect("read stdout");
+    let stdout = String::from_utf8_lossy(&stdout).into_owned();
     let stderr = t.join().expect("stderr thread");
     (stdout, stderr, run.wait().expect("wait"))
 }

@@ -1,0 +1,133 @@
+//! Descriptor-relative filesystem steps for the commit: every host path is reached one component
+//! at a time from the workspace's fd with `O_NOFOLLOW`, so a symlink planted on the host (or a
+//! directory swapped for one) is never followed; entries move with `renameat2(RENAME_NOREPLACE)`.
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, RenameFlags};
+use nix::sys::stat::{FileStat, Mode};
+use std::ffi::{CString, OsStr};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+
+/// Open a directory (never through a symlink).
+pub fn open_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> Result<OwnedFd, Errno> {
+    nix::fcntl::openat(
+        dir,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Open an absolute directory path (the workspace, the upper dir) as the walk's anchor.
+pub fn open_root(path: &Path) -> Result<OwnedFd, Errno> {
+    nix::fcntl::open(
+        path,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Open the directory `rel` below `root` one component at a time, never following a symlink.
+pub fn open_beneath(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, Errno> {
+    let mut fd = root
+        .try_clone()
+        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(0)))?;
+    for c in rel.components() {
+        match c {
+            Component::Normal(name) => fd = open_dir_at(&fd, name)?,
+            Component::CurDir => {}
+            _ => return Err(Errno::EINVAL), // no `..`, no absolute parts
+        }
+    }
+    Ok(fd)
+}
+
+/// `lstat` relative to a directory fd; `None` when the name does not exist.
+pub fn lstat_at<Fd: AsFd>(dir: Fd, name: &OsStr) -> Result<Option<FileStat>, Errno> {
+    match nix::sys::stat::fstatat(dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => Ok(Some(st)),
+        Err(Errno::ENOENT) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Move `from_dir/from` to `to_dir/to`, failing with EEXIST if `to` exists (atomic).
+pub fn move_noreplace<A: AsFd, B: AsFd>(
+    from_dir: A,
+    from: &OsStr,
+    to_dir: B,
+    to: &OsStr,
+) -> Result<(), Errno> {
+    nix::fcntl::renameat2(from_dir, from, to_dir, to, RenameFlags::RENAME_NOREPLACE)
+}
+
+/// Change a directory's permission bits (opened without following symlinks).
+pub fn chmod_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr, mode: u32) -> Result<(), Errno> {
+    let fd = open_dir_at(dir, name)?;
+    nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(mode & 0o7777))
+}
+
+/// Flush the whole filesystem holding `fd` (one call instead of an fsync per file).
+pub fn syncfs(fd: &OwnedFd) -> Result<(), Errno> {
+    // SAFETY: integer argument only; the fd is ours and open.
+    Errno::result(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
+}
+
+/// `(sec, nsec)` ctime of a stat.
+pub fn ctime(st: &FileStat) -> [i64; 2] {
+    [st.st_ctime, st.st_ctime_nsec]
+}
+
+/// The file type bits of a stat.
+pub fn kind(st: &FileStat) -> u32 {
+    st.st_mode & libc::S_IFMT
+}
+
+/// The value of extended attribute `name` on `path` (no symlink follow), if set.
+pub fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
+    let cpath = CString::new(path.as_os_str().as_bytes()).ok()?;
+    let cname = CString::new(name).ok()?;
+    let mut buf = vec![0u8; 256];
+    // SAFETY: both strings are NUL-terminated and outlive the call; `buf` is writable for the
+    // length passed.
+    let n = unsafe {
+        libc::lgetxattr(
+            cpath.as_ptr(),
+            cname.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    (n >= 0).then(|| {
+        buf.truncate(n as usize);
+        buf
+    })
+}
+
+/// Names of every extended attribute on `path` (no symlink follow).
+pub fn xattr_names(path: &Path) -> Vec<Vec<u8>> {
+    let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
+        return Vec::new();
+    };
+    let mut buf = vec![0u8; 1024];
+    loop {
+        // SAFETY: `cpath` is NUL-terminated; `buf` is writable for the length passed.
+        let n = unsafe { libc::llistxattr(cpath.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            buf.truncate(n as usize);
+            return buf
+                .split(|b| *b == 0)
+                .filter(|n| !n.is_empty())
+                .map(<[u8]>::to_vec)
+                .collect();
+        }
+        if Errno::last() == Errno::ERANGE && buf.len() < 1 << 20 {
+            let len = buf.len() * 4;
+            buf.resize(len, 0);
+            continue;
+        }
+        return Vec::new();
+    }
+}

@@ -1,0 +1,702 @@
+//! The commit journal: `<store>/journal/<run id>/` holds `manifest.json` (every step, written
+//! before the first), `pre/<n>` (the host entries the commit moved away: renamed, so atomic and
+//! the same inode), and markers: `applying` (steps may have run), `committed` (all ran and are on
+//! disk), `undoing` / `undone`. Recovery follows the markers: `applying` without `committed` is
+//! rolled back, `undoing` without `undone` is finished. Bounded by age and bytes (`prune`).
+
+use super::fsx::{self, lstat_at, move_noreplace, open_beneath, open_dir_at, open_root};
+use super::{escape, unescape, Change, ChangeKind, Problem};
+use crate::helper::coarse_now;
+
+/// A timestamp every ctime of what we already did is at or before, and every later change's is
+/// after: the precise clock now, once the coarse clock (which inode times may use) has passed it.
+/// Costs at most one scheduler tick.
+fn settle() -> [i64; 2] {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    let at = [ts.tv_sec, ts.tv_nsec];
+    while coarse_now() <= at {
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    at
+}
+use crate::mirror::{remove_tree, valid_id, Meta};
+use crate::store::{self, Store};
+use nix::errno::Errno;
+use serde::{Deserialize, Serialize};
+use std::ffi::{OsStr, OsString};
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One step of a commit, in order. Paths are escaped (`super::escape`) in JSON.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Op {
+    /// Workspace-relative path (escaped).
+    path: String,
+    /// Inode of the upper entry renamed to `path` (none: a deletion or mode change).
+    new: Option<u64>,
+    /// Inode of the host entry renamed to `pre/<n>` (none: nothing was there).
+    old: Option<u64>,
+    /// Permission bits of a merged directory: (before, after).
+    mode: Option<(u32, u32)>,
+}
+
+impl Op {
+    pub(crate) fn new(
+        rel: PathBuf,
+        new: Option<u64>,
+        old: Option<u64>,
+        mode: Option<(u32, u32)>,
+    ) -> Op {
+        Op {
+            path: escape(&rel),
+            new,
+            old,
+            mode,
+        }
+    }
+
+    fn rel(&self) -> PathBuf {
+        unescape(&self.path).unwrap_or_default()
+    }
+
+    pub(crate) fn change(&self) -> Change {
+        Change {
+            path: self.rel(),
+            what: match (self.new, self.old, self.mode) {
+                (Some(_), None, _) => ChangeKind::Created,
+                (Some(_), Some(_), _) => ChangeKind::Replaced,
+                (None, Some(_), _) => ChangeKind::Deleted,
+                (None, None, _) => ChangeKind::Mode,
+            },
+        }
+    }
+
+    /// (parent, name), or None for the workspace root itself (never an op).
+    fn split(&self) -> Option<(PathBuf, OsString)> {
+        let rel = self.rel();
+        let name = rel.file_name()?.to_os_string();
+        Some((rel.parent().unwrap_or(Path::new("")).to_path_buf(), name))
+    }
+}
+
+/// Everything a recovery or an undo needs, written before the first step.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Manifest {
+    pub run_id: String,
+    pub workspace: PathBuf,
+    pub upper: PathBuf,
+    pub started: [i64; 2],
+    pub journal_bytes: u64,
+    pub ops: Vec<Op>,
+}
+
+/// The `committed` marker's content.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Committed {
+    /// From [`settle`] after the last step: an entry with a later ctime changed since.
+    at: [i64; 2],
+}
+
+pub(crate) enum ApplyError {
+    Stopped(usize),
+    Conflict(Problem),
+    Io(PathBuf, std::io::Error),
+    Journal(String),
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::File::create(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Parent directories opened one component at a time, the last one cached (ops come grouped
+/// by directory).
+struct Dirs<'a> {
+    root: &'a OwnedFd,
+    last: Option<(PathBuf, OwnedFd)>,
+}
+
+impl Dirs<'_> {
+    fn get(&mut self, rel: &Path) -> Result<&OwnedFd, Errno> {
+        if self.last.as_ref().is_none_or(|(p, _)| p != rel) {
+            self.last = Some((rel.to_path_buf(), open_beneath(self.root, rel)?));
+        }
+        Ok(&self.last.as_ref().expect("just set").1)
+    }
+}
+
+/// Run the manifest's steps, journaling pre-images; any failure rolls back what ran.
+pub(crate) fn apply(
+    m: &Manifest,
+    jdir: &Path,
+    ws: &OwnedFd,
+    upper: &OwnedFd,
+    stop_after: Option<usize>,
+) -> Result<(), ApplyError> {
+    let jio = |e: std::io::Error| ApplyError::Io(jdir.to_path_buf(), e);
+    std::fs::create_dir(jdir).map_err(jio)?;
+    std::fs::set_permissions(jdir, std::fs::Permissions::from_mode(0o700)).map_err(jio)?;
+    std::fs::create_dir(jdir.join("pre")).map_err(jio)?;
+    // The new content must be on disk before any of it becomes the workspace's.
+    fsx::syncfs(upper).map_err(|e| ApplyError::Io(m.upper.clone(), e.into()))?;
+    let manifest = serde_json::to_vec(m).map_err(|e| jio(std::io::Error::other(e)))?;
+    write_synced(&jdir.join("manifest.json"), &manifest).map_err(jio)?;
+    write_synced(&jdir.join("applying"), b"").map_err(jio)?;
+    let pre = open_root(&jdir.join("pre")).map_err(|e| jio(e.into()))?;
+    let mut steps = 0usize;
+    let result = steps_forward(m, ws, upper, &pre, stop_after, &mut steps);
+    match result {
+        Ok(()) => {}
+        Err(ApplyError::Stopped(n)) => return Err(ApplyError::Stopped(n)),
+        Err(e) => {
+            return match rollback(m, jdir, ws, upper) {
+                Ok(()) => Err(e),
+                Err(r) => Err(ApplyError::Journal(r)),
+            }
+        }
+    }
+    fsx::syncfs(ws).map_err(|e| ApplyError::Io(m.workspace.clone(), e.into()))?;
+    let committed = serde_json::to_vec(&Committed { at: settle() })
+        .map_err(|e| jio(std::io::Error::other(e)))?;
+    write_synced(&jdir.join("committed"), &committed).map_err(jio)?;
+    Ok(())
+}
+
+fn steps_forward(
+    m: &Manifest,
+    ws: &OwnedFd,
+    upper: &OwnedFd,
+    pre: &OwnedFd,
+    stop_after: Option<usize>,
+    steps: &mut usize,
+) -> Result<(), ApplyError> {
+    let mut host_dirs = Dirs {
+        root: ws,
+        last: None,
+    };
+    // Inodes already moved into the journal: the rename itself updated their ctime, and another
+    // name of the same (hard-linked) inode must not read that as a host change.
+    let mut moved = std::collections::HashSet::new();
+    let mut upper_dirs = Dirs {
+        root: upper,
+        last: None,
+    };
+    let step = |steps: &mut usize| {
+        *steps += 1;
+        match stop_after {
+            Some(n) if *steps >= n => Err(ApplyError::Stopped(*steps)),
+            _ => Ok(()),
+        }
+    };
+    for (n, op) in m.ops.iter().enumerate() {
+        let Some((parent, name)) = op.split() else {
+            continue;
+        };
+        let rel = op.rel();
+        let conflict = |why: String| {
+            ApplyError::Conflict(Problem {
+                path: rel.clone(),
+                why,
+            })
+        };
+        let host = host_dirs
+            .get(&parent)
+            .map_err(|e| conflict(format!("host directory changed during the commit: {e}")))?;
+        if let Some(old) = op.old {
+            // Re-check just before moving it: the same inode, not changed since the start.
+            match lstat_at(host, &name) {
+                Ok(Some(st))
+                    if st.st_ino == old
+                        && (fsx::ctime(&st) < m.started || moved.contains(&old)) => {}
+                _ => return Err(conflict("changed on the host after the run started".into())),
+            }
+            move_noreplace(host, &name, pre, OsStr::new(&n.to_string()))
+                .map_err(|e| ApplyError::Io(rel.clone(), e.into()))?;
+            moved.insert(old);
+            step(steps)?;
+        }
+        if op.new.is_some() {
+            let from = upper_dirs
+                .get(&parent)
+                .map_err(|e| ApplyError::Io(rel.clone(), e.into()))?;
+            match move_noreplace(from, &name, host, &name) {
+                Ok(()) => {}
+                Err(Errno::EEXIST | Errno::ENOTEMPTY) => {
+                    return Err(conflict("created on the host after the run started".into()))
+                }
+                Err(e) => return Err(ApplyError::Io(rel.clone(), e.into())),
+            }
+            step(steps)?;
+        }
+        if let Some((_, new_mode)) = op.mode {
+            fsx::chmod_dir_at(host, &name, new_mode)
+                .map_err(|e| ApplyError::Io(rel.clone(), e.into()))?;
+            step(steps)?;
+        }
+    }
+    Ok(())
+}
+
+/// Undo whatever steps of an unfinished commit ran (idempotent; also used by `recover`): new
+/// entries go back to the upper dir, pre-images back in place, modes back.
+fn rollback(m: &Manifest, jdir: &Path, ws: &OwnedFd, upper: &OwnedFd) -> Result<(), String> {
+    let pre = open_root(&jdir.join("pre")).map_err(|e| format!("journal: {e}"))?;
+    let mut failures = Vec::new();
+    for (n, op) in m.ops.iter().enumerate().rev() {
+        let Some((parent, name)) = op.split() else {
+            continue;
+        };
+        let rel = op.rel();
+        let Ok(host) = open_beneath(ws, &parent) else {
+            // The parent is reached only through directories the commit never moves.
+            if op.new.is_some() || op.old.is_some() {
+                failures.push(format!("{}: host directory gone", rel.display()));
+            }
+            continue;
+        };
+        if let Some((old_mode, _)) = op.mode {
+            let _ = fsx::chmod_dir_at(&host, &name, old_mode);
+        }
+        if let Some(new) = op.new {
+            if let Ok(Some(st)) = lstat_at(&host, &name) {
+                if st.st_ino == new {
+                    let back = open_beneath(upper, &parent)
+                        .and_then(|up| move_noreplace(&host, &name, &up, &name));
+                    if let Err(e) = back {
+                        failures.push(format!("{}: {e}", rel.display()));
+                        continue;
+                    }
+                }
+            }
+        }
+        let slot = OsString::from(n.to_string());
+        if op.old.is_some() && matches!(lstat_at(&pre, &slot), Ok(Some(_))) {
+            if let Err(e) = move_noreplace(&pre, &slot, &host, &name) {
+                failures.push(format!(
+                    "{}: cannot restore (kept in {}): {e}",
+                    rel.display(),
+                    jdir.join("pre").join(&slot).display()
+                ));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
+    let _ = fsx::syncfs(ws);
+    remove_tree(jdir).map_err(|e| format!("remove journal: {e}"))
+}
+
+/// A committed (or undone) run in the journal.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// Run id.
+    pub run_id: String,
+    /// Workspace it was committed to.
+    pub workspace: PathBuf,
+    /// Where it stands.
+    pub state: JournalState,
+    /// Unix seconds of the commit (0 if not committed).
+    pub committed_at: i64,
+    /// Bytes of pre-images kept.
+    pub journal_bytes: u64,
+    /// The changes.
+    pub changes: Vec<Change>,
+}
+
+/// Where a journaled run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JournalState {
+    /// Steps may have run, not all (a crash): `recover` rolls it back.
+    Applying,
+    /// Committed; `undo` can restore the pre-images.
+    Committed,
+    /// An undo started and did not finish: `recover` finishes it.
+    Undoing,
+    /// Undone.
+    Undone,
+}
+
+fn state_of(jdir: &Path) -> JournalState {
+    let has = |n: &str| jdir.join(n).exists();
+    if has("undone") {
+        JournalState::Undone
+    } else if has("undoing") {
+        JournalState::Undoing
+    } else if has("committed") {
+        JournalState::Committed
+    } else {
+        JournalState::Applying
+    }
+}
+
+fn read_manifest(jdir: &Path) -> std::io::Result<Manifest> {
+    let bytes = std::fs::read(jdir.join("manifest.json"))?;
+    serde_json::from_slice(&bytes).map_err(std::io::Error::other)
+}
+
+fn read_committed(jdir: &Path) -> Option<Committed> {
+    serde_json::from_slice(&std::fs::read(jdir.join("committed")).ok()?).ok()
+}
+
+fn entry(jdir: &Path) -> Option<JournalEntry> {
+    let m = read_manifest(jdir).ok()?;
+    Some(JournalEntry {
+        run_id: m.run_id.clone(),
+        workspace: m.workspace.clone(),
+        state: state_of(jdir),
+        committed_at: read_committed(jdir).map_or(0, |c| c.at[0]),
+        journal_bytes: m.journal_bytes,
+        changes: m.ops.iter().map(Op::change).collect(),
+    })
+}
+
+fn journal_dirs(state_dir: &Path) -> Vec<(Store, PathBuf)> {
+    let mut out = Vec::new();
+    for store in store::stores(state_dir) {
+        if let Ok(rd) = std::fs::read_dir(store.journal()) {
+            for e in rd.flatten() {
+                out.push((store.clone(), e.path()));
+            }
+        }
+    }
+    out
+}
+
+/// Every journaled run, newest first (for `cmdgate runs`).
+pub fn runs(state_dir: &Path) -> Vec<JournalEntry> {
+    let mut v: Vec<JournalEntry> = journal_dirs(state_dir)
+        .iter()
+        .filter_map(|(_, d)| entry(d))
+        .collect();
+    v.sort_by_key(|e| std::cmp::Reverse(e.committed_at));
+    v
+}
+
+/// Why an undo did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    /// No such committed run in the journal (never committed, pruned, or a bad id).
+    #[error("no committed run {0} in the journal")]
+    NotFound(String),
+    /// Already undone.
+    #[error("run {0} was already undone")]
+    AlreadyUndone(String),
+    /// Paths changed after the commit: undoing would destroy those changes.
+    #[error("changed since the commit, so nothing was undone: {}", super::list(.0))]
+    Conflict(Vec<Problem>),
+    /// Filesystem error before anything was undone, or a failed undo step (the journal says
+    /// `undoing`; `recover` finishes it).
+    #[error("undo failed: {0}")]
+    Io(String),
+}
+
+/// What an undo restored.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UndoReport {
+    /// The run.
+    pub run_id: String,
+    /// The paths restored to their pre-commit state.
+    pub restored: Vec<PathBuf>,
+}
+
+fn find(state_dir: &Path, run_id: &str) -> Option<PathBuf> {
+    valid_id(run_id).ok()?;
+    store::stores(state_dir)
+        .into_iter()
+        .map(|s| s.journal().join(run_id))
+        .find(|d| d.join("manifest.json").exists())
+}
+
+/// Is the subtree at `dir/name` unchanged since `at` (every ctime before or at it)?
+fn unchanged_since(dir: &OwnedFd, name: &OsStr, at: [i64; 2], rel: &Path, out: &mut Vec<Problem>) {
+    let Ok(Some(st)) = lstat_at(dir, name) else {
+        return;
+    };
+    if fsx::ctime(&st) > at {
+        out.push(Problem {
+            path: rel.to_path_buf(),
+            why: "changed after the commit".into(),
+        });
+        return;
+    }
+    if fsx::kind(&st) == libc::S_IFDIR {
+        if let Ok(sub) = open_dir_at(dir, name) {
+            for child in super::names(&sub).unwrap_or_default() {
+                unchanged_since(&sub, &child, at, &rel.join(&child), out);
+            }
+        }
+    }
+}
+
+/// Restore the workspace to before run `run_id`'s commit, if nothing it committed changed
+/// since (each post-image is checked first; any change ⇒ nothing is undone).
+pub fn undo(state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
+    let jdir = find(state_dir, run_id).ok_or_else(|| UndoError::NotFound(run_id.into()))?;
+    match state_of(&jdir) {
+        JournalState::Committed => {}
+        JournalState::Undone => return Err(UndoError::AlreadyUndone(run_id.into())),
+        JournalState::Applying | JournalState::Undoing => {
+            return Err(UndoError::Io(
+                "the journal is mid-operation; recover() repairs it first".into(),
+            ))
+        }
+    }
+    let m = read_manifest(&jdir).map_err(|e| UndoError::Io(e.to_string()))?;
+    let at = read_committed(&jdir)
+        .ok_or_else(|| UndoError::Io("unreadable committed marker".into()))?
+        .at;
+    let ws = open_root(&m.workspace).map_err(|e| UndoError::Io(e.to_string()))?;
+    let mut problems = Vec::new();
+    for op in &m.ops {
+        let Some((parent, name)) = op.split() else {
+            continue;
+        };
+        let rel = op.rel();
+        let host = match open_beneath(&ws, &parent) {
+            Ok(h) => h,
+            Err(e) => {
+                problems.push(Problem {
+                    path: rel,
+                    why: format!("its directory changed after the commit: {e}"),
+                });
+                continue;
+            }
+        };
+        let now = lstat_at(&host, &name).ok().flatten();
+        match (op.new, &now) {
+            (Some(new), Some(st)) if st.st_ino == new => {
+                unchanged_since(&host, &name, at, &rel, &mut problems)
+            }
+            (Some(_), _) => problems.push(Problem {
+                path: rel.clone(),
+                why: "replaced or removed after the commit".into(),
+            }),
+            (None, Some(_)) if op.old.is_some() => problems.push(Problem {
+                path: rel.clone(),
+                why: "created again after the commit deleted it".into(),
+            }),
+            (None, _) => {}
+        }
+        if let (Some((_, new_mode)), Some(st)) = (op.mode, &now) {
+            if st.st_mode & 0o7777 != new_mode {
+                problems.push(Problem {
+                    path: rel,
+                    why: "mode changed after the commit".into(),
+                });
+            }
+        }
+    }
+    if !problems.is_empty() {
+        return Err(UndoError::Conflict(problems));
+    }
+    write_synced(&jdir.join("undoing"), b"").map_err(|e| UndoError::Io(e.to_string()))?;
+    undo_steps(&m, &jdir, &ws).map_err(UndoError::Io)?;
+    Ok(UndoReport {
+        run_id: m.run_id.clone(),
+        restored: m.ops.iter().map(Op::rel).collect(),
+    })
+}
+
+/// The undo's steps, idempotent (also finishes an interrupted undo in `recover`).
+fn undo_steps(m: &Manifest, jdir: &Path, ws: &OwnedFd) -> Result<(), String> {
+    let undone = jdir.join("undone-entries");
+    match std::fs::create_dir(&undone) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("journal: {e}")),
+    }
+    let undone_fd = open_root(&undone).map_err(|e| format!("journal: {e}"))?;
+    let pre = open_root(&jdir.join("pre")).map_err(|e| format!("journal: {e}"))?;
+    let mut failures = Vec::new();
+    for (n, op) in m.ops.iter().enumerate().rev() {
+        let Some((parent, name)) = op.split() else {
+            continue;
+        };
+        let rel = op.rel();
+        let host = match open_beneath(ws, &parent) {
+            Ok(h) => h,
+            Err(e) => {
+                failures.push(format!("{}: {e}", rel.display()));
+                continue;
+            }
+        };
+        if let Some((old_mode, _)) = op.mode {
+            let _ = fsx::chmod_dir_at(&host, &name, old_mode);
+        }
+        let slot = OsString::from(n.to_string());
+        if let Some(new) = op.new {
+            if matches!(lstat_at(&host, &name), Ok(Some(st)) if st.st_ino == new) {
+                if let Err(e) = move_noreplace(&host, &name, &undone_fd, &slot) {
+                    failures.push(format!("{}: {e}", rel.display()));
+                    continue;
+                }
+            }
+        }
+        if op.old.is_some() && matches!(lstat_at(&pre, &slot), Ok(Some(_))) {
+            if let Err(e) = move_noreplace(&pre, &slot, &host, &name) {
+                failures.push(format!("{}: {e}", rel.display()));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
+    let _ = fsx::syncfs(ws);
+    write_synced(&jdir.join("undone"), b"").map_err(|e| format!("journal: {e}"))?;
+    // The undone run's entries are discarded; the manifest stays (for `runs`) until pruned.
+    let _ = remove_tree(&undone);
+    Ok(())
+}
+
+/// What `recover` did.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RecoverReport {
+    /// Commits interrupted by a crash, rolled back (nothing of them remains).
+    pub rolled_back: Vec<String>,
+    /// Undos interrupted by a crash, finished.
+    pub undo_finished: Vec<String>,
+    /// Kept upper dirs of runs whose owner is gone, discarded.
+    pub discarded: Vec<String>,
+    /// Journals that could not be repaired (kept; named with the reason).
+    pub failed: Vec<String>,
+}
+
+/// At daemon start, before serving: repair the journal (roll back interrupted commits, finish
+/// interrupted undos) and discard the upper dirs of runs nobody will commit (not kept, helper
+/// gone). Never call it while this state dir has runs in flight.
+pub fn recover(state_dir: &Path) -> RecoverReport {
+    let mut report = RecoverReport::default();
+    for (_, jdir) in journal_dirs(state_dir) {
+        let id = jdir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let Ok(m) = read_manifest(&jdir) else {
+            // Crashed before the manifest was complete: no step ran.
+            let _ = remove_tree(&jdir);
+            report.rolled_back.push(id);
+            continue;
+        };
+        let fds = open_root(&m.workspace).map(|ws| (ws, open_root(&m.upper)));
+        match (state_of(&jdir), fds) {
+            (JournalState::Applying, Ok((ws, Ok(upper)))) => {
+                match rollback(&m, &jdir, &ws, &upper) {
+                    Ok(()) => report.rolled_back.push(id),
+                    Err(e) => report.failed.push(format!("{id}: {e}")),
+                }
+            }
+            (JournalState::Undoing, Ok((ws, _))) => match undo_steps(&m, &jdir, &ws) {
+                Ok(()) => report.undo_finished.push(id),
+                Err(e) => report.failed.push(format!("{id}: {e}")),
+            },
+            (JournalState::Committed | JournalState::Undone, _) => {}
+            (_, Ok((_, Err(e)))) | (_, Err(e)) => report.failed.push(format!("{id}: {e}")),
+        }
+    }
+    let now = crate::mirror::unix_now();
+    for store in store::stores(state_dir) {
+        let Ok(rd) = std::fs::read_dir(store.runs()) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            let meta: Option<Meta> = std::fs::read(e.path().join("meta.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            let kept = meta.is_some_and(|m| m.keep_until.is_some_and(|t| t > now));
+            if !kept && !helper_alive(state_dir, &id) && remove_tree(&e.path()).is_ok() {
+                report.discarded.push(id);
+            }
+        }
+    }
+    report
+}
+
+/// Whether the helper of run `id` still holds its lock (a live run).
+fn helper_alive(state_dir: &Path, id: &str) -> bool {
+    let lock = state_dir.join("runs").join(format!("{id}.lock"));
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(lock)
+    else {
+        return false;
+    };
+    // SAFETY: flock on an fd we own.
+    let free = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    !free
+}
+
+/// How much journal to keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalLimits {
+    /// Journaled runs older than this are dropped (no undo past it).
+    pub max_age: Duration,
+    /// Total pre-image bytes kept; the oldest runs go first past it.
+    pub max_bytes: u64,
+}
+
+impl Default for JournalLimits {
+    /// A week, 2 GiB.
+    fn default() -> Self {
+        JournalLimits {
+            max_age: Duration::from_secs(7 * 24 * 3600),
+            max_bytes: 2 << 30,
+        }
+    }
+}
+
+/// Drop journaled runs past the limits (committed or undone ones only) and kept upper dirs past
+/// their `keep_for`. Returns the run ids dropped. Safe while runs are in flight.
+pub fn prune(state_dir: &Path, limits: &JournalLimits) -> Vec<String> {
+    let now = crate::mirror::unix_now() as i64;
+    let mut done: Vec<(i64, u64, PathBuf, String)> = journal_dirs(state_dir)
+        .into_iter()
+        .filter(|(_, d)| matches!(state_of(d), JournalState::Committed | JournalState::Undone))
+        .filter_map(|(_, d)| {
+            let e = entry(&d)?;
+            Some((e.committed_at, e.journal_bytes, d, e.run_id))
+        })
+        .collect();
+    done.sort_by_key(|(at, ..)| std::cmp::Reverse(*at)); // newest first
+    let mut dropped = Vec::new();
+    let mut total = 0u64;
+    for (at, bytes, dir, id) in done {
+        total += bytes;
+        let too_old = now - at > limits.max_age.as_secs() as i64;
+        if (too_old || total > limits.max_bytes) && remove_tree(&dir).is_ok() {
+            dropped.push(id);
+        }
+    }
+    for store in store::stores(state_dir) {
+        let Ok(rd) = std::fs::read_dir(store.runs()) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let meta: Option<Meta> = std::fs::read(e.path().join("meta.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            if meta.is_some_and(|m| m.keep_until.is_some_and(|t| (t as i64) <= now))
+                && remove_tree(&e.path()).is_ok()
+            {
+                dropped.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    dropped
+}

@@ -1,0 +1,572 @@
+//! Commit a finished mirrored run's workspace upper dir to the real workspace — or nothing of it.
+//!
+//! ```text
+//! plan   walk the upper dir (the run's pid namespace is gone): whiteouts (char 0/0, or the
+//!        whiteout xattr), opaque dirs (trusted.overlay.opaque: the mount's namespace, never
+//!        user.*), type changes, modes; a device/fifo/socket, a set-id file or a redirect /
+//!        metacopy xattr ⇒ refuse; a host entry changed since the run started (ctime not before
+//!        the start, whole subtree for a replaced/deleted directory), a host directory that is no
+//!        longer one, or a hard-linked file whose other names would keep the old content ⇒
+//!        conflict. Any problem ⇒ Err, nothing touched.
+//! apply  syncfs (new content durable) → journal manifest + `applying` marker → per entry:
+//!        re-check, rename the host entry into journal/pre/N (atomic, keeps the inode), rename
+//!        the upper entry in with RENAME_NOREPLACE (a name taken meanwhile ⇒ conflict ⇒ rollback)
+//!        → syncfs → `committed` marker. Every host path is reached from the workspace fd one
+//!        component at a time with O_NOFOLLOW (`fsx`): a symlink is never followed on the host.
+//! crash  `recover` rolls back a journal without `committed` (new entries back to the upper dir,
+//!        pre-images back in place): never half-applied. `undo` restores a committed run after
+//!        checking every post-image is still what the commit put there.
+//! ```
+//!
+//! Hard links: the mirror mounts with `index=off`, so copying up one name of a multiply-linked
+//! file breaks the link in the mirror. A commit never writes into an existing inode (it renames
+//! new entries over names), so replacing a name whose host inode has other names that this run
+//! does not also replace or delete would leave those names with the old content — unlike the
+//! real run. That is refused, naming the file. Links the run made among its own new entries (cargo
+//! links `target/debug/x` to `deps/x-…`) are kept: both names are renamed in, same inode.
+
+pub mod fsx;
+mod journal;
+
+pub use journal::{
+    prune, recover, runs, undo, JournalEntry, JournalLimits, JournalState, RecoverReport,
+    UndoError, UndoReport,
+};
+
+use crate::mirror::{remove_tree, KeptUpper};
+use fsx::{ctime, kind, lstat_at, open_dir_at, open_root};
+use journal::{Manifest, Op};
+use nix::errno::Errno;
+use nix::sys::stat::FileStat;
+use serde::{Deserialize, Serialize};
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How to commit.
+#[derive(Clone, Debug, Default)]
+pub struct CommitConfig {
+    /// Fault injection for crash tests (real code, not a mock): stop after this many journal
+    /// steps (each rename or chmod is one) exactly as if the process died there — no rollback,
+    /// the journal stays for [`recover`]. `None` in production.
+    pub stop_after: Option<usize>,
+}
+
+/// One path a commit changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Workspace-relative path.
+    #[serde(with = "crate::model::lossless_path")]
+    pub path: PathBuf,
+    /// What happened to it.
+    pub what: ChangeKind,
+}
+
+/// What a commit did to a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A new entry (a new directory counts once, with everything below it).
+    Created,
+    /// An existing entry was replaced (its pre-image is in the journal).
+    Replaced,
+    /// An existing entry was deleted (its pre-image is in the journal).
+    Deleted,
+    /// A directory's permission bits changed.
+    Mode,
+}
+
+/// A committed run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CommitReport {
+    /// The run (and journal) id, for `undo`.
+    pub run_id: String,
+    /// What changed, in commit order.
+    pub changes: Vec<Change>,
+    /// Bytes of pre-images kept in the journal.
+    pub journal_bytes: u64,
+    /// Wall time of the commit.
+    pub duration: Duration,
+}
+
+/// A path that stops the commit, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// Workspace-relative path.
+    #[serde(with = "crate::model::lossless_path")]
+    pub path: PathBuf,
+    /// Why.
+    pub why: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.why)
+    }
+}
+
+fn list(problems: &[Problem]) -> String {
+    let mut s: Vec<String> = problems.iter().take(10).map(|p| p.to_string()).collect();
+    if problems.len() > 10 {
+        s.push(format!("and {} more", problems.len() - 10));
+    }
+    s.join("; ")
+}
+
+/// Why nothing was committed. Each variant but `Stopped` and `Journal` hands the kept upper dir
+/// back (discard it, or keep it for an operator).
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The caller killed the run.
+    #[error("the run was killed before it finished; nothing of it is committed")]
+    Killed(Box<KeptUpper>),
+    /// The host changed under the run.
+    #[error("conflicts with changes made on the host since the run started: {}", list(.problems))]
+    Conflict {
+        /// The conflicting paths.
+        problems: Vec<Problem>,
+        /// The upper dir, untouched.
+        kept: Box<KeptUpper>,
+    },
+    /// The upper dir holds something a commit must never place.
+    #[error("refused: {}", list(.problems))]
+    Refused {
+        /// The refused paths.
+        problems: Vec<Problem>,
+        /// The upper dir, untouched.
+        kept: Box<KeptUpper>,
+    },
+    /// A filesystem error; whatever was applied was rolled back.
+    #[error("failed to commit {path}: {source}; rolled back")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+        /// The upper dir, as before the commit.
+        kept: Box<KeptUpper>,
+    },
+    /// `stop_after` fired: the journal is left as a crash would leave it.
+    #[error("stopped after {0} steps (fault injection); recover() repairs it")]
+    Stopped(usize),
+    /// The rollback itself failed: the journal stays, `recover` retries at the next start.
+    #[error("failed to roll back the commit ({0}); the journal is kept for recovery")]
+    Journal(String),
+}
+
+/// The overlay xattr namespace of the mirror's mounts: `trusted.` (the helper mounts as real
+/// root, without `userxattr`). `user.overlay.*` on an upper entry is the command's own data, never
+/// an overlay marker (binpash/try #163 read the wrong one and let an old file survive).
+const OVERLAY_XATTR: &str = "trusted.overlay.";
+
+/// What an upper entry is, for the commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Upper {
+    Whiteout,
+    OpaqueDir,
+    Dir,
+    Other,
+}
+
+struct Planner<'a> {
+    started: [i64; 2],
+    upper_root: &'a Path,
+    ops: Vec<Op>,
+    conflicts: Vec<Problem>,
+    refused: Vec<Problem>,
+    /// Host inodes with more than one name that the plan moves away: ino → (nlink, names moved,
+    /// one replaced path).
+    links: std::collections::HashMap<u64, (u64, u64, Option<PathBuf>)>,
+    journal_bytes: u64,
+}
+
+fn newer(st: &FileStat, started: [i64; 2]) -> bool {
+    ctime(st) >= started
+}
+
+/// Names in the directory open at `fd` (read through /proc/self/fd: the fd, not a path).
+fn names(fd: &OwnedFd) -> std::io::Result<Vec<OsString>> {
+    let mut v: Vec<OsString> = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+impl Planner<'_> {
+    /// Classify and validate one upper entry (refusals recorded).
+    fn classify(&mut self, rel: &Path, st: &FileStat) -> Option<Upper> {
+        let path = self.upper_root.join(rel);
+        let mut problem = |why: &str| {
+            self.refused.push(Problem {
+                path: rel.to_path_buf(),
+                why: why.to_string(),
+            });
+            None
+        };
+        let k = kind(st);
+        if k == libc::S_IFCHR && st.st_rdev == 0 {
+            return Some(Upper::Whiteout);
+        }
+        match k {
+            libc::S_IFCHR | libc::S_IFBLK => return problem("device node"),
+            libc::S_IFIFO | libc::S_IFSOCK => return problem("fifo or socket (not committed)"),
+            libc::S_IFREG if st.st_mode & (libc::S_ISUID | libc::S_ISGID) != 0 => {
+                return problem("set-user-id or set-group-id file")
+            }
+            _ => {}
+        }
+        let mut opaque = false;
+        for name in fsx::xattr_names(&path) {
+            let Some(rest) = name.strip_prefix(OVERLAY_XATTR.as_bytes()) else {
+                continue;
+            };
+            match rest {
+                b"whiteout" if k == libc::S_IFREG => return Some(Upper::Whiteout),
+                b"opaque" => match fsx::xattr(&path, "trusted.overlay.opaque").as_deref() {
+                    Some(b"y") => opaque = true,
+                    _ => return problem("overlay opaque marker other than \"y\""),
+                },
+                b"redirect" | b"metacopy" => {
+                    return problem("overlay redirect or metacopy xattr (the mirror disables them)")
+                }
+                // origin, impure, nlink, uuid...: bookkeeping of the copy-up, not content.
+                _ => {}
+            }
+        }
+        Some(match (k == libc::S_IFDIR, opaque) {
+            (true, true) => Upper::OpaqueDir,
+            (true, false) => Upper::Dir,
+            (false, _) => Upper::Other,
+        })
+    }
+
+    /// Validate a whole new subtree of the upper dir (it moves with one rename).
+    fn check_new_tree(&mut self, fd: &OwnedFd, rel: &Path) {
+        let Ok(entries) = names(fd) else {
+            self.refused.push(Problem {
+                path: rel.to_path_buf(),
+                why: "cannot list the run's directory".into(),
+            });
+            return;
+        };
+        for name in entries {
+            let rel = rel.join(&name);
+            let Ok(Some(st)) = lstat_at(fd, &name) else {
+                continue;
+            };
+            match self.classify(&rel, &st) {
+                Some(Upper::Whiteout) => self.refused.push(Problem {
+                    path: rel,
+                    why: "whiteout inside a new directory".into(),
+                }),
+                Some(Upper::Dir | Upper::OpaqueDir) => match open_dir_at(fd, &name) {
+                    Ok(sub) => self.check_new_tree(&sub, &rel),
+                    Err(e) => self.refused.push(Problem {
+                        path: rel,
+                        why: format!("cannot open the run's directory: {e}"),
+                    }),
+                },
+                _ => {}
+            }
+        }
+    }
+
+    /// A host entry about to move into the journal: changed since the run started? (whole
+    /// subtree for a directory) Also counts journal bytes and multiply-linked names.
+    fn check_old(
+        &mut self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        st: &FileStat,
+        rel: &Path,
+        replaced: bool,
+    ) {
+        if newer(st, self.started) {
+            self.conflicts.push(Problem {
+                path: rel.to_path_buf(),
+                why: "changed on the host after the run started".into(),
+            });
+            return;
+        }
+        match kind(st) {
+            libc::S_IFREG => {
+                self.journal_bytes += st.st_size as u64;
+                if st.st_nlink > 1 {
+                    let e = self
+                        .links
+                        .entry(st.st_ino)
+                        .or_insert((st.st_nlink, 0, None));
+                    e.1 += 1;
+                    if replaced {
+                        e.2 = Some(rel.to_path_buf());
+                    }
+                }
+            }
+            libc::S_IFDIR => match open_dir_at(dir, name) {
+                Ok(sub) => {
+                    for child in names(&sub).unwrap_or_default() {
+                        if let Ok(Some(cst)) = lstat_at(&sub, &child) {
+                            self.check_old(&sub, &child, &cst, &rel.join(&child), false);
+                        }
+                    }
+                }
+                Err(e) => self.conflicts.push(Problem {
+                    path: rel.to_path_buf(),
+                    why: format!("cannot open the host directory: {e}"),
+                }),
+            },
+            _ => {}
+        }
+    }
+
+    /// Walk one merged directory: `upper`/`host` are open at `rel` on both sides.
+    fn walk(&mut self, upper: &OwnedFd, host: &OwnedFd, rel: &Path) {
+        let entries = match names(upper) {
+            Ok(e) => e,
+            Err(e) => {
+                self.refused.push(Problem {
+                    path: rel.to_path_buf(),
+                    why: format!("cannot list the run's directory: {e}"),
+                });
+                return;
+            }
+        };
+        for name in entries {
+            let rel = rel.join(&name);
+            let Ok(Some(ust)) = lstat_at(upper, &name) else {
+                continue;
+            };
+            let Some(what) = self.classify(&rel, &ust) else {
+                continue;
+            };
+            let hst = match lstat_at(host, &name) {
+                Ok(h) => h,
+                Err(e) => {
+                    self.conflicts.push(Problem {
+                        path: rel,
+                        why: format!("cannot inspect the host entry: {e}"),
+                    });
+                    continue;
+                }
+            };
+            match (what, hst) {
+                (Upper::Whiteout, None) => {} // gone on both sides
+                (Upper::Whiteout, Some(h)) => {
+                    self.check_old(host, &name, &h, &rel, false);
+                    self.ops.push(Op::new(rel, None, Some(h.st_ino), None));
+                }
+                (Upper::Dir, Some(h)) if kind(&h) == libc::S_IFDIR => {
+                    let (old, new) = (h.st_mode & 0o7777, ust.st_mode & 0o7777);
+                    if old != new {
+                        self.ops
+                            .push(Op::new(rel.clone(), None, None, Some((old, new))));
+                    }
+                    match (open_dir_at(upper, &name), open_dir_at(host, &name)) {
+                        (Ok(u), Ok(h)) => self.walk(&u, &h, &rel),
+                        (_, Err(e)) => self.conflicts.push(Problem {
+                            path: rel,
+                            why: format!("the host directory changed under the run: {e}"),
+                        }),
+                        (Err(e), _) => self.refused.push(Problem {
+                            path: rel,
+                            why: format!("cannot open the run's directory: {e}"),
+                        }),
+                    }
+                }
+                (_, h) => {
+                    if matches!(what, Upper::Dir | Upper::OpaqueDir) {
+                        match open_dir_at(upper, &name) {
+                            Ok(sub) => self.check_new_tree(&sub, &rel),
+                            Err(e) => self.refused.push(Problem {
+                                path: rel.clone(),
+                                why: format!("cannot open the run's directory: {e}"),
+                            }),
+                        }
+                    }
+                    if let Some(h) = &h {
+                        self.check_old(host, &name, h, &rel, true);
+                    }
+                    self.ops
+                        .push(Op::new(rel, Some(ust.st_ino), h.map(|h| h.st_ino), None));
+                }
+            }
+        }
+    }
+
+    /// Hard-linked host files whose other names the plan leaves in place.
+    fn split_links(&mut self) {
+        for (nlink, moved, replaced) in self.links.values() {
+            if let (true, Some(path)) = (moved < nlink, replaced) {
+                self.refused.push(Problem {
+                    path: path.clone(),
+                    why: format!(
+                        "hard-linked file ({nlink} names): replacing this name would leave the \
+                         other names with the old content"
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Commit `kept` to its workspace: everything, or nothing (see the module docs).
+pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, CommitError> {
+    let t0 = Instant::now();
+    if kept.meta.killed {
+        return Err(CommitError::Killed(Box::new(kept)));
+    }
+    let workspace = kept.workspace().to_path_buf();
+    let upper_path = kept.upper();
+    let io = |path: &Path, e: Errno, kept: KeptUpper| CommitError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+        kept: Box::new(kept),
+    };
+    let ws = match open_root(&workspace) {
+        Ok(fd) => fd,
+        Err(e) => return Err(io(&workspace, e, kept)),
+    };
+    let upper = match open_root(&upper_path) {
+        Ok(fd) => fd,
+        Err(e) => return Err(io(&upper_path, e, kept)),
+    };
+    let mut planner = Planner {
+        started: kept.meta.started,
+        upper_root: &upper_path,
+        ops: Vec::new(),
+        conflicts: Vec::new(),
+        refused: Vec::new(),
+        links: Default::default(),
+        journal_bytes: 0,
+    };
+    planner.walk(&upper, &ws, Path::new(""));
+    planner.split_links();
+    let Planner {
+        ops,
+        conflicts,
+        refused,
+        journal_bytes,
+        ..
+    } = planner;
+    if !refused.is_empty() {
+        return Err(CommitError::Refused {
+            problems: refused,
+            kept: Box::new(kept),
+        });
+    }
+    if !conflicts.is_empty() {
+        return Err(CommitError::Conflict {
+            problems: conflicts,
+            kept: Box::new(kept),
+        });
+    }
+    let manifest = Manifest {
+        run_id: kept.run_id().to_string(),
+        workspace,
+        upper: upper_path,
+        started: kept.meta.started,
+        journal_bytes,
+        ops,
+    };
+    let jdir = kept.store.journal().join(kept.run_id());
+    match journal::apply(&manifest, &jdir, &ws, &upper, config.stop_after) {
+        Ok(()) => {}
+        Err(journal::ApplyError::Stopped(n)) => {
+            leave(kept); // a crash would leave the upper dir too
+            return Err(CommitError::Stopped(n));
+        }
+        Err(journal::ApplyError::Conflict(problem)) => {
+            return Err(CommitError::Conflict {
+                problems: vec![problem],
+                kept: Box::new(kept),
+            })
+        }
+        Err(journal::ApplyError::Io(path, e)) => {
+            return Err(CommitError::Io {
+                path,
+                source: e,
+                kept: Box::new(kept),
+            })
+        }
+        Err(journal::ApplyError::Journal(e)) => {
+            leave(kept); // recover() needs it
+            return Err(CommitError::Journal(e));
+        }
+    }
+    let changes = manifest.ops.iter().map(Op::change).collect();
+    // What remains of the upper dir (whiteouts, merged directories' skeletons) is spent.
+    let mut kept = kept;
+    kept.done = true;
+    let _ = remove_tree(&kept.dir());
+    Ok(CommitReport {
+        run_id: manifest.run_id,
+        changes,
+        journal_bytes,
+        duration: t0.elapsed(),
+    })
+}
+
+/// Leave the upper dir on disk (the journal refers to it).
+fn leave(mut kept: KeptUpper) {
+    kept.done = true;
+}
+
+/// Escape a path's bytes for the journal (JSON strings must be UTF-8): printable ASCII but `%`
+/// stays, everything else is `%XX`.
+pub(crate) fn escape(p: &Path) -> String {
+    let mut s = String::new();
+    for &b in p.as_os_str().as_bytes() {
+        if b.is_ascii_graphic() && b != b'%' || b == b' ' {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+/// Inverse of [`escape`].
+pub(crate) fn unescape(s: &str) -> Option<PathBuf> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(PathBuf::from(OsStr::from_bytes(&out)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_round_trips_any_bytes() {
+        for raw in [
+            &b"plain/path.rs"[..],
+            b"with space",
+            b"new\nline",
+            b"100%",
+            b"\xff\xfe not utf-8",
+            b"",
+        ] {
+            let p = PathBuf::from(OsStr::from_bytes(raw));
+            let e = escape(&p);
+            assert!(!e.contains('\n'));
+            assert_eq!(unescape(&e), Some(p), "{e}");
+        }
+        assert_eq!(unescape("%G1"), None);
+        assert_eq!(unescape("%4"), None);
+    }
+}

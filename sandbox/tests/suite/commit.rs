@@ -1,0 +1,340 @@
+//! Committing mirrored runs (issue 19): every kind of change an overlay upper dir can record
+//! reaches the workspace exactly; conflicts, refusals and crashes commit nothing; undo restores.
+
+use crate::common::{tree_hash, Env};
+use crate::mirror::{command, mirrored, mirrored_with};
+use cmdgate_sandbox::commit::{
+    self, ChangeKind, CommitConfig, CommitError, JournalState, UndoError,
+};
+use cmdgate_sandbox::mirror::Finished;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+fn run(env: &Env, cmd: &str) -> Finished {
+    let (_, err, fin) = mirrored(env, &command(env, cmd));
+    assert!(fin.run.exit == Some(0), "{cmd}: {err} {:?}", fin.run);
+    fin
+}
+
+fn commit_ok(fin: Finished) -> commit::CommitReport {
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Ok(r) => r,
+        Err(e) => panic!("commit failed: {e}"),
+    }
+}
+
+fn read(env: &Env, rel: &str) -> String {
+    std::fs::read_to_string(env.ws.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+#[test]
+fn new_files_and_directories_land_and_undo_removes_them() {
+    let env = Env::new();
+    env.write("src/keep.rs", "keep\n");
+    let before = tree_hash(&env.ws);
+    let fin = run(
+        &env,
+        "mkdir -p out/sub && echo a > out/sub/a && echo b > src/new.rs",
+    );
+    let upper_dir = fin.kept.dir();
+    let report = commit_ok(fin);
+    assert_eq!(read(&env, "out/sub/a"), "a\n");
+    assert_eq!(read(&env, "src/new.rs"), "b\n");
+    assert!(
+        report.changes.iter().all(|c| c.what == ChangeKind::Created),
+        "{report:?}"
+    );
+    assert_eq!(
+        report.changes.len(),
+        2,
+        "a new directory is one change: {report:?}"
+    );
+    assert!(!upper_dir.exists(), "the spent upper dir is removed");
+    let listed = commit::runs(&env.state);
+    assert_eq!(listed[0].run_id, report.run_id);
+    assert_eq!(listed[0].state, JournalState::Committed);
+    commit::undo(&env.state, &report.run_id).expect("undo");
+    assert_eq!(tree_hash(&env.ws), before);
+    assert_eq!(commit::runs(&env.state)[0].state, JournalState::Undone);
+    assert!(matches!(
+        commit::undo(&env.state, &report.run_id),
+        Err(UndoError::AlreadyUndone(_))
+    ));
+}
+
+#[test]
+fn replaced_directories_type_changes_deletions_and_modes() {
+    let env = Env::new();
+    env.write("d/a", "a");
+    env.write("d/b", "b");
+    env.write("f", "file");
+    env.write("g/child", "c");
+    env.write("del", "gone");
+    env.write("deldir/x/y", "gone");
+    env.write("m", "mode");
+    env.write("md/x", "x");
+    env.write("mod", "old\n");
+    std::fs::set_permissions(env.ws.join("m"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(env.ws.join("md"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = tree_hash(&env.ws);
+    let fin = run(
+        &env,
+        "rm -rf d && mkdir d && echo n > d/new && \
+         rm f && mkdir f && echo in > f/in && \
+         rm -rf g && echo now-a-file > g && \
+         rm del && rm -rf deldir && \
+         chmod 755 m && chmod 700 md && echo new >> mod",
+    );
+    let report = commit_ok(fin);
+    let names = |d: &str| {
+        let mut v: Vec<_> = std::fs::read_dir(env.ws.join(d))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names("d"), ["new"], "the opaque dir hid the old entries");
+    assert_eq!(read(&env, "f/in"), "in\n");
+    assert_eq!(read(&env, "g"), "now-a-file\n");
+    assert!(!env.ws.join("del").exists() && !env.ws.join("deldir").exists());
+    let mode = |p: &str| std::fs::metadata(env.ws.join(p)).unwrap().mode() & 0o7777;
+    assert_eq!(mode("m"), 0o755);
+    assert_eq!(mode("md"), 0o700);
+    assert_eq!(
+        read(&env, "md/x"),
+        "x",
+        "a mode change keeps the directory's entries"
+    );
+    assert_eq!(read(&env, "mod"), "old\nnew\n");
+    assert!(report.journal_bytes > 0);
+    commit::undo(&env.state, &report.run_id).expect("undo");
+    assert_eq!(tree_hash(&env.ws), before, "undo restores every pre-image");
+}
+
+#[test]
+fn symlinks_are_created_and_changed_never_followed() {
+    let env = Env::new();
+    env.write("a", "a");
+    std::os::unix::fs::symlink("a", env.ws.join("l2")).unwrap();
+    let fin = run(
+        &env,
+        "ln -s target l1 && ln -sfn b l2 && mkdir -p dir && echo x > dir/new",
+    );
+    commit_ok(fin);
+    assert_eq!(
+        std::fs::read_link(env.ws.join("l1")).unwrap(),
+        Path::new("target")
+    );
+    assert_eq!(
+        std::fs::read_link(env.ws.join("l2")).unwrap(),
+        Path::new("b")
+    );
+    assert_eq!(read(&env, "a"), "a", "the old link's target is untouched");
+}
+
+#[test]
+fn a_host_directory_swapped_for_a_symlink_before_the_commit_is_not_written_through() {
+    let env = Env::new();
+    env.write("dir/old", "o");
+    let outside = tempfile::tempdir().unwrap();
+    let fin = run(&env, "echo x > dir/new");
+    // After the run, the host's dir becomes a symlink to a directory outside the workspace.
+    std::fs::rename(env.ws.join("dir"), env.ws.join("dir.moved")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), env.ws.join("dir")).unwrap();
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Conflict { problems, kept }) => {
+            assert!(
+                problems.iter().any(|p| p.path == Path::new("dir")),
+                "{problems:?}"
+            );
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn hard_links_are_never_split() {
+    let env = Env::new();
+    env.write("h1", "old\n");
+    std::fs::hard_link(env.ws.join("h1"), env.ws.join("h2")).unwrap();
+    // Appending to one name copies it up alone (index=off): committing would split the link.
+    let fin = run(&env, "echo more >> h1");
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Refused { problems, kept }) => {
+            assert!(problems[0].why.contains("hard-linked"), "{problems:?}");
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(read(&env, "h2"), "old\n");
+    // Replacing every name (as cargo re-links its outputs) commits, link kept.
+    let fin = run(&env, "rm h1 h2 && echo new > h1 && ln h1 h2");
+    commit_ok(fin);
+    let (a, b) = (
+        std::fs::metadata(env.ws.join("h1")).unwrap(),
+        std::fs::metadata(env.ws.join("h2")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    assert_eq!(read(&env, "h2"), "new\n");
+}
+
+#[test]
+fn names_with_newlines_and_non_utf8_bytes() {
+    let env = Env::new();
+    let before = tree_hash(&env.ws);
+    let fin = run(
+        &env,
+        "printf x > \"$(printf 'a\\nb')\" && printf y > $'\\xff\\xfe' && mkdir $'d\\x01' && printf z > $'d\\x01/%41'",
+    );
+    let report = commit_ok(fin);
+    let at = |raw: &[u8]| env.ws.join(OsStr::from_bytes(raw));
+    assert_eq!(std::fs::read(at(b"a\nb")).unwrap(), b"x");
+    assert_eq!(std::fs::read(at(b"\xff\xfe")).unwrap(), b"y");
+    assert_eq!(std::fs::read(at(b"d\x01/%41")).unwrap(), b"z");
+    commit::undo(&env.state, &report.run_id).expect("undo");
+    assert_eq!(tree_hash(&env.ws), before);
+}
+
+#[test]
+fn a_hundred_thousand_new_files() {
+    let env = Env::new();
+    env.write("target/existing", "");
+    // Every create passes the seccomp supervisor: give a loaded machine time.
+    let mut config = env.config();
+    config.limits.timeout = std::time::Duration::from_secs(600);
+    let cmd = "mkdir gen && cd gen && seq 1 100000 | sed 's/^/f/' | xargs touch && \
+               cd ../target && seq 1 2000 | sed 's/^/o/' | xargs touch";
+    let (_, err, fin) = mirrored_with(&config, &command(&env, cmd));
+    assert_eq!(fin.run.exit, Some(0), "{err}");
+    let report = commit_ok(fin);
+    assert_eq!(
+        std::fs::read_dir(env.ws.join("gen")).unwrap().count(),
+        100_000
+    );
+    assert_eq!(
+        std::fs::read_dir(env.ws.join("target")).unwrap().count(),
+        2001
+    );
+    assert_eq!(report.changes.len(), 2001, "gen/ moves with one rename");
+}
+
+#[test]
+fn a_host_change_after_the_run_started_commits_nothing() {
+    let env = Env::new();
+    env.write("f", "host\n");
+    env.write("g", "g\n");
+    let before = tree_hash(&env.ws);
+    let fin = run(&env, "echo mirror > f && echo new > created && echo x >> g");
+    // The agent's own Edit tool writes f, and something creates `created`, after the run.
+    std::fs::write(env.ws.join("f"), "edited\n").unwrap();
+    std::fs::write(env.ws.join("created"), "host\n").unwrap();
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Conflict { problems, kept }) => {
+            let paths: Vec<_> = problems.iter().map(|p| p.path.clone()).collect();
+            assert_eq!(
+                paths,
+                [Path::new("created"), Path::new("f")],
+                "{problems:?}"
+            );
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(read(&env, "g"), "g\n", "nothing of the run was committed");
+    assert_ne!(tree_hash(&env.ws), before); // only the host's own edits
+    assert!(commit::runs(&env.state).is_empty());
+}
+
+#[test]
+fn undo_is_refused_after_a_later_change() {
+    let env = Env::new();
+    env.write("f", "one\n");
+    let fin = run(&env, "echo two > f && echo n > new");
+    let report = commit_ok(fin);
+    std::fs::write(env.ws.join("new"), "edited after the commit\n").unwrap();
+    match commit::undo(&env.state, &report.run_id) {
+        Err(UndoError::Conflict(problems)) => {
+            assert_eq!(problems.len(), 1, "{problems:?}");
+            assert_eq!(problems[0].path, Path::new("new"));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(read(&env, "f"), "two\n", "nothing was undone");
+    assert_eq!(read(&env, "new"), "edited after the commit\n");
+}
+
+#[test]
+fn a_crash_mid_commit_is_rolled_back_by_recover() {
+    let env = Env::new();
+    for i in 0..5 {
+        env.write(&format!("t/f{i}"), "old\n");
+    }
+    let before = tree_hash(&env.ws);
+    for stop in 1..=6 {
+        let fin = run(
+            &env,
+            "for i in 0 1 2 3 4; do echo new > t/f$i; done; rm t/f4; echo n > t/z",
+        );
+        let err = commit::commit(
+            fin.kept,
+            &CommitConfig {
+                stop_after: Some(stop),
+            },
+        );
+        assert!(matches!(err, Err(CommitError::Stopped(_))), "{err:?}");
+        assert_ne!(tree_hash(&env.ws), before, "stopped half-way (stop {stop})");
+        let report = commit::recover(&env.state);
+        assert_eq!(report.rolled_back.len(), 1, "{report:?}");
+        assert!(report.failed.is_empty(), "{report:?}");
+        assert_eq!(tree_hash(&env.ws), before, "rolled back (stop {stop})");
+        assert!(commit::runs(&env.state).is_empty());
+    }
+    // After recovery the same change commits normally.
+    commit_ok(run(&env, "echo new > t/f0"));
+    assert_eq!(read(&env, "t/f0"), "new\n");
+}
+
+#[test]
+fn special_files_set_id_bits_and_killed_runs_are_refused() {
+    let env = Env::new();
+    let before = tree_hash(&env.ws);
+    for cmd in ["mkfifo p && echo ok > ok", "echo x > s && chmod u+s s"] {
+        let fin = run(&env, cmd);
+        match commit::commit(fin.kept, &CommitConfig::default()) {
+            Err(CommitError::Refused { kept, .. }) => kept.discard().unwrap(),
+            other => panic!("{cmd}: expected a refusal, got {other:?}"),
+        }
+    }
+    let mut r =
+        cmdgate_sandbox::mirror::start(&env.config(), &command(&env, "echo x > k; exec sleep 600"))
+            .expect("start");
+    drop(r.take_stdout());
+    r.killer().kill();
+    let fin = r.wait().expect("wait");
+    assert!(matches!(
+        commit::commit(fin.kept, &CommitConfig::default()),
+        Err(CommitError::Killed(_))
+    ));
+    assert_eq!(tree_hash(&env.ws), before);
+}
+
+#[test]
+fn a_user_namespace_overlay_marker_set_by_the_command_is_only_data() {
+    let env = Env::new();
+    env.write("dir/host-file", "keep\n");
+    // The command marks a merged directory "opaque" in the user.* namespace (allowed to it);
+    // read as an overlay marker it would delete the host's entries at commit.
+    let fin = run(
+        &env,
+        "echo n > dir/new && /usr/bin/python3 -c \
+         'import os; os.setxattr(\"dir\", \"user.overlay.opaque\", b\"y\")'",
+    );
+    commit_ok(fin);
+    assert_eq!(read(&env, "dir/host-file"), "keep\n");
+    assert_eq!(read(&env, "dir/new"), "n\n");
+}
