@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
-use cmdgate_daemon::cli_export::{export, ExportOptions, Sink};
+use cmdgate_daemon::cli::export::{export, ExportOptions, Sink};
 use cmdgate_daemon::store::audit::{self, Entry, Kind};
 use cmdgate_daemon::store::{open_db, open_read_only, DB_FILE};
 

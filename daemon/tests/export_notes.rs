@@ -2,8 +2,10 @@
 //! row (what `cmdgate audit show` prints), the export, and the model's reason; a remembered
 //! rejection's note (rules.note) reaches the reason the engine gives the model and the export.
 
-use cmdgate_daemon::approval_notes::{clean_note, human_decision, human_note, reason_for_model};
-use cmdgate_daemon::cli_export::{export, ExportOptions, Sink};
+use cmdgate_daemon::cli::export::{export, ExportOptions, Sink};
+use cmdgate_daemon::engine::approval_notes::{
+    clean_note, human_decision, human_note, reason_for_model,
+};
 use cmdgate_daemon::store::audit::{self, Entry, Kind};
 use cmdgate_daemon::store::state::{self, NewRule};
 use cmdgate_daemon::store::{open_read_only, Store, DB_FILE};

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use std::path::Path;
 
-use cmdgate_daemon::cli_export::{count, export, ExportFilter, ExportOptions, Sink};
+use cmdgate_daemon::cli::export::{count, export, ExportFilter, ExportOptions, Sink};
 use cmdgate_daemon::store::audit::{self, Entry, Kind};
 use cmdgate_daemon::store::{open_db, open_read_only, Store, DB_FILE};
 use cmdgate_policy::export::Example;
@@ -155,7 +155,7 @@ fn fixture() -> Fixture {
         }
         if i % 50 == 7 {
             // The operator answers the ask: a second decision row for the same tool_use_id.
-            let answer = cmdgate_daemon::approval_notes::human_decision(
+            let answer = cmdgate_daemon::engine::approval_notes::human_decision(
                 &row.entry,
                 cmdgate_policy::wire::Verdict::Deny,
                 Some("never with a live token"),

@@ -2,7 +2,7 @@
 //! denied commands (redacted), breaker trips, promotions, human notes, outcomes and the latency
 //! percentiles; and the CLI's `--json` output.
 
-use cmdgate_daemon::cli_stats::{stats, StatsFilter};
+use cmdgate_daemon::cli::stats::{stats, StatsFilter};
 use cmdgate_daemon::store::audit::{self, Entry, Kind};
 use cmdgate_daemon::store::{open_db, open_read_only, DB_FILE};
 

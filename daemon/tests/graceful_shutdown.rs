@@ -7,7 +7,7 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cmdgate_daemon::serve::{serve, ServeOptions};
+use cmdgate_daemon::api::serve::{serve, ServeOptions};
 use cmdgate_daemon::store::{audit, open_read_only};
 use cmdgate_sandbox::HelperCommand;
 

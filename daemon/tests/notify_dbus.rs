@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use cmdgate_daemon::notify::{Note, Notifier, NotifyConfig, Sent};
+use cmdgate_daemon::engine::notify::{Note, Notifier, NotifyConfig, Sent};
 
 // The same bus + Xvfb + dunst + dbus-monitor setup the end-to-end tests use
 // (tests/tests/daemon_notify.rs); included by path so there is one copy.

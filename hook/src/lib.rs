@@ -1,6 +1,7 @@
 //! The hook's logic as a library, so the binary (`main.rs`: panic hook, watchdog, exit code), the
 //! fuzz target (`hook/fuzz`) and the benchmark share it: stdin parsing, the fast path, the daemon
 //! client, the spool and the answer. See `main.rs` for the flow and DESIGN.md, "The hook".
+#![forbid(unsafe_code)]
 
 mod bash;
 pub mod client;

@@ -6,6 +6,7 @@
 //! printed by `output::emit`, then the spool is written. The logic lives in the library
 //! (`src/lib.rs`, also what the fuzz target drives); this file owns the process: panic hook,
 //! watchdog, exit code.
+#![forbid(unsafe_code)]
 
 use std::ffi::OsString;
 use std::io::Write;

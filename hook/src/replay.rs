@@ -87,10 +87,11 @@ pub fn check(
     let text = match read_published(path) {
         Ok(Some(t)) => t,
         Ok(None) if required => {
+            let path = path.display();
             return Err(format!(
-            "the daemon's record of accepted revisions {} does not exist (system mode needs it)",
-            path.display()
-        ))
+                "the daemon's record of accepted revisions {path} does not exist (system mode \
+                 needs it)"
+            ));
         }
         Ok(None) => return Ok(()),
         Err(e) => {

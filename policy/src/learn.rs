@@ -10,6 +10,8 @@
 //! pattern and test-run options of each part): a tier map revision that reclassifies it resets a
 //! candidate's progress and demotes a promoted entry; a revision that does not leaves it alone.
 
+pub mod host;
+
 use serde::{Deserialize, Serialize};
 
 use crate::shell::{Script, Word};

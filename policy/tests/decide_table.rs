@@ -24,6 +24,7 @@ revision: 7
 - `cargo test *` — timeout=600s
 - `cargo fmt *` — edit-tracked
 - `npm test`
+- `docker compose *` — direct
 
 ## Tier 2 — ask
 - `git push *`
@@ -353,6 +354,20 @@ fn test_run_plans_merge_options_strictly() {
     };
     assert!(!plan.options.network, "an unknown part gets no network");
     assert!(plan.why.contains("not in the tier map"), "{}", plan.why);
+    // `direct` (test-run, then run on the host) only when every part is a direct entry.
+    let Step::TestRun(plan) = w.bash("docker compose up -d") else {
+        panic!()
+    };
+    assert!(plan.options.direct);
+    for mixed in [
+        "docker compose up && cargo build",
+        "docker compose up && touch x",
+    ] {
+        let Step::TestRun(plan) = w.bash(mixed) else {
+            panic!("{mixed}")
+        };
+        assert!(!plan.options.direct, "{mixed}");
+    }
 }
 
 #[test]

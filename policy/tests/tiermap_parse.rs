@@ -246,7 +246,17 @@ fn options_table() {
         assert_eq!(o.extra_writable, *writable, "{opts}");
         assert_eq!(o.edit_tracked, *tracked, "{opts}");
         assert_eq!(o.is_default(), opts.is_empty(), "{opts}");
+        assert!(!o.direct, "{opts}");
     }
+    let map = ok(&doc(
+        "## Tier 1 — sandbox\n- `docker compose *` — direct, network\n",
+    ));
+    assert!(map.entries()[0].options.direct);
+    for bad in [" — direct=yes", " — direct, direct"] {
+        let src = doc(&format!("## Tier 1 — sandbox\n- `docker *`{bad}\n"));
+        assert!(parse(&src).is_err(), "{bad}");
+    }
+    assert!(parse(&doc("## Tier 2 — ask\n- `docker *` — direct\n")).is_err());
 }
 
 #[test]

@@ -1,4 +1,5 @@
 //! cmdgate: the operator CLI.
+#![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
 
@@ -13,60 +14,60 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the daemon in the foreground with the embedded defaults.
-    Up(cmdgate_daemon::cli_up::UpArgs),
+    Up(cmdgate_daemon::cli::up::UpArgs),
     /// What the running daemon is doing.
-    Status(cmdgate_daemon::cli_status::StatusArgs),
+    Status(cmdgate_daemon::cli::status::StatusArgs),
     /// Read and verify the command audit.
-    Audit(cmdgate_daemon::cli_audit::AuditArgs),
+    Audit(cmdgate_daemon::cli::audit::AuditArgs),
     /// Write the audit as a JSONL training dataset (docs/export.md).
-    Export(cmdgate_daemon::cli_export::ExportArgs),
+    Export(cmdgate_daemon::cli::export::ExportArgs),
     /// Register the hook in Claude Code's settings.
-    Hook(cmdgate_daemon::cli_hook::HookArgs),
+    Hook(cmdgate_daemon::cli::hook::HookArgs),
     /// Find every setup in which cmdgate would fail open.
-    Doctor(cmdgate_daemon::cli_doctor::DoctorArgs),
+    Doctor(cmdgate_daemon::cli::doctor::DoctorArgs),
     /// Write a commented starter CLAUDE_CMDS.md (and sign it with --sign).
-    Init(cmdgate_daemon::cli_init::InitArgs),
+    Init(cmdgate_daemon::cli::init::InitArgs),
     /// Remembered decisions and learned entries.
-    Rules(cmdgate_daemon::cli_rules::RulesArgs),
+    Rules(cmdgate_daemon::cli::rules::RulesArgs),
     /// Requests waiting for the operator's answer (background mode).
-    Pending(cmdgate_daemon::cli_pending::PendingArgs),
+    Pending(cmdgate_daemon::cli::pending::PendingArgs),
     /// Let a pending request run (--remember: and every later identical one in this project).
-    Approve(cmdgate_daemon::cli_pending::AnswerArgs),
+    Approve(cmdgate_daemon::cli::pending::AnswerArgs),
     /// Deny a pending request (--remember: and every later identical one in this project).
-    Reject(cmdgate_daemon::cli_pending::AnswerArgs),
+    Reject(cmdgate_daemon::cli::pending::AnswerArgs),
     /// Reset circuit breakers (read-only mode ends).
-    Breaker(cmdgate_daemon::cli_breaker::BreakerArgs),
+    Breaker(cmdgate_daemon::cli::breaker::BreakerArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
-    Explain(cmdgate_daemon::cli_explain::ExplainArgs),
+    Explain(cmdgate_daemon::cli::explain::ExplainArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
-    Tiermap(cmdgate_daemon::cli_tiermap::TiermapArgs),
+    Tiermap(cmdgate_daemon::cli::tiermap::TiermapArgs),
     /// Pin, list or unpin tier-map signing keys.
-    Trust(cmdgate_daemon::cli_trust::TrustArgs),
+    Trust(cmdgate_daemon::cli::trust::TrustArgs),
     /// Test-run commands in the container mirror.
-    Sandbox(cmdgate_daemon::cli_sandbox::SandboxArgs),
+    Sandbox(cmdgate_daemon::cli::sandbox::SandboxArgs),
 }
 
 fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
     match cli.command {
-        Some(Command::Up(args)) => cmdgate_daemon::cli_up::run(args),
-        Some(Command::Status(args)) => cmdgate_daemon::cli_status::run(args),
-        Some(Command::Audit(args)) => cmdgate_daemon::cli_audit::run(args),
-        Some(Command::Export(args)) => cmdgate_daemon::cli_export::run(args),
-        Some(Command::Hook(args)) => cmdgate_daemon::cli_hook::run(args),
-        Some(Command::Doctor(args)) => cmdgate_daemon::cli_doctor::run(args),
-        Some(Command::Init(args)) => cmdgate_daemon::cli_init::run(args),
-        Some(Command::Rules(args)) => cmdgate_daemon::cli_rules::run(args),
-        Some(Command::Pending(args)) => cmdgate_daemon::cli_pending::list(args),
-        Some(Command::Approve(args)) => cmdgate_daemon::cli_pending::answer(args, true),
-        Some(Command::Reject(args)) => cmdgate_daemon::cli_pending::answer(args, false),
-        Some(Command::Breaker(args)) => cmdgate_daemon::cli_breaker::run(args),
+        Some(Command::Up(args)) => cmdgate_daemon::cli::up::run(args),
+        Some(Command::Status(args)) => cmdgate_daemon::cli::status::run(args),
+        Some(Command::Audit(args)) => cmdgate_daemon::cli::audit::run(args),
+        Some(Command::Export(args)) => cmdgate_daemon::cli::export::run(args),
+        Some(Command::Hook(args)) => cmdgate_daemon::cli::hook::run(args),
+        Some(Command::Doctor(args)) => cmdgate_daemon::cli::doctor::run(args),
+        Some(Command::Init(args)) => cmdgate_daemon::cli::init::run(args),
+        Some(Command::Rules(args)) => cmdgate_daemon::cli::rules::run(args),
+        Some(Command::Pending(args)) => cmdgate_daemon::cli::pending::list(args),
+        Some(Command::Approve(args)) => cmdgate_daemon::cli::pending::answer(args, true),
+        Some(Command::Reject(args)) => cmdgate_daemon::cli::pending::answer(args, false),
+        Some(Command::Breaker(args)) => cmdgate_daemon::cli::breaker::run(args),
         Some(Command::Explain(args)) => {
-            cmdgate_daemon::cli_explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
+            cmdgate_daemon::cli::explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
         }
-        Some(Command::Tiermap(args)) => cmdgate_daemon::cli_tiermap::run(args),
-        Some(Command::Trust(args)) => cmdgate_daemon::cli_trust::run(args),
-        Some(Command::Sandbox(args)) => cmdgate_daemon::cli_sandbox::main(args),
+        Some(Command::Tiermap(args)) => cmdgate_daemon::cli::tiermap::run(args),
+        Some(Command::Trust(args)) => cmdgate_daemon::cli::trust::run(args),
+        Some(Command::Sandbox(args)) => cmdgate_daemon::cli::sandbox::main(args),
         None => Ok(std::process::ExitCode::SUCCESS),
     }
 }

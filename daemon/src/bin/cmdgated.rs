@@ -3,12 +3,13 @@
 //!
 //! `cmdgated __sandbox-helper` is the sandbox's single-threaded helper process, which the daemon
 //! re-executes for every test-run so that it never forks from its tokio threads.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use cmdgate_daemon::serve::{self, ServeOptions};
+use cmdgate_daemon::api::serve::{self, ServeOptions};
 use cmdgate_sandbox::HelperCommand;
 
 /// The argument that routes this binary to the sandbox helper.

@@ -7,6 +7,7 @@ use cmdgate_policy::tiermap::{ContentHash, SeenRevision};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
+use super::audit::{self, AuditRow, Kind};
 use super::StoreError;
 
 /// A rule as the operator sees it: what the engine's `decide::Rule` needs plus where it came from.
@@ -414,6 +415,79 @@ pub fn breaker_event(
         params![now_ms, scope, transition_json, audit_id],
     )?;
     Ok(())
+}
+
+/// The newest transition of each scope (scope, transition JSON, at_ms).
+pub fn last_breaker_transitions(c: &Connection) -> Result<Vec<(String, String, i64)>, StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT e.scope, e.transition, e.at_ms FROM breaker_events e \
+         JOIN (SELECT scope, MAX(id) AS id FROM breaker_events GROUP BY scope) m ON e.id = m.id",
+    )?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Deletes the persisted state of pruned scopes (their `breaker_events` history stays).
+pub fn delete_breaker_states(c: &Connection, scopes: &[String]) -> Result<(), StoreError> {
+    for scope in scopes {
+        c.execute("DELETE FROM breaker_state WHERE scope = ?1", params![scope])?;
+    }
+    Ok(())
+}
+
+/// The keys of every learning record of a project.
+pub fn learn_keys(c: &Connection, project: &str) -> Result<Vec<String>, StoreError> {
+    let mut stmt = c.prepare("SELECT key FROM learn_records WHERE project = ?1 ORDER BY key")?;
+    let keys = stmt
+        .query_map(params![project], |r| r.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(keys)
+}
+
+/// A rule with the audit rows it came from, its history (oldest first) and the latest decisions it
+/// made (`cmdgate rules show`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleShown {
+    pub rule: StoredRule,
+    pub sources: Vec<AuditRow>,
+    pub history: Vec<AuditRow>,
+    pub matched: Vec<AuditRow>,
+}
+
+/// A rule as `cmdgate rules show` presents it; `None` when there is no such rule.
+pub fn rule_shown(
+    c: &Connection,
+    id: i64,
+    history_limit: u32,
+    matched_limit: u32,
+) -> Result<Option<RuleShown>, StoreError> {
+    let label = format!("rule #{id}");
+    let Some(rule) = rule(c, id)? else {
+        return Ok(None);
+    };
+    let mut sources = Vec::new();
+    for a in &rule.provenance {
+        // A provenance id with no row would be a corrupt store: say so rather than hide it.
+        sources.push(audit::get(c, *a)?.ok_or_else(|| {
+            StoreError::Corrupt(format!("rule {id} names missing audit row {a}"))
+        })?);
+    }
+    let mut history = audit::naming_rule(
+        c,
+        &label,
+        &[Kind::Rule.as_str(), Kind::Learn.as_str()],
+        history_limit,
+    )?;
+    history.reverse();
+    let matched = audit::naming_rule(c, &label, &[Kind::Decision.as_str()], matched_limit)?;
+    Ok(Some(RuleShown {
+        rule,
+        sources,
+        history,
+        matched,
+    }))
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! decide socket, prints the command's output as it streams back and exits with the command's
 //! status; it never runs anything itself. See `cmdgate_policy::wire::run` and
 //! `cmdgate_hook::run_client`.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

@@ -633,7 +633,8 @@ fn with_read_policy<R>(
 
 /// The strictest combination of two sets of sandbox options: the longest timeout (a slow part must
 /// not be cut short, the timeout never makes a run more permissive), network only if both allow it,
-/// extra writable paths only if both allow them, tracked edits only if both allow them.
+/// extra writable paths only if both allow them, tracked edits only if both allow them, `direct`
+/// only if both are.
 fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
     SandboxOptions {
         timeout: a.timeout.max(b.timeout),
@@ -645,6 +646,8 @@ fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
             .cloned()
             .collect(),
         edit_tracked: a.edit_tracked && b.edit_tracked,
+        // Only when every part is a `direct` entry (an unknown part contributes the default).
+        direct: a.direct && b.direct,
     }
 }
 

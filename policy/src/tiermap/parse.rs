@@ -32,6 +32,11 @@ pub struct SandboxOptions {
     /// `edit-tracked`: changes to files tracked by version control are clean (formatters). Protected
     /// paths (`.git/`, `.claude/`, `CLAUDE_CMDS.md`) stay protected regardless.
     pub edit_tracked: bool,
+    /// `direct`: the older form for commands that need host services the mirror cannot give (a
+    /// docker socket, a desktop session): test-run in the mirror, then, when clean, run again on
+    /// the host. Without it a tier-1 command runs once, in the mirror, and its clean effects are
+    /// committed (docs/tiermap.md says when to use it and what it costs).
+    pub direct: bool,
 }
 
 impl SandboxOptions {
@@ -599,6 +604,7 @@ impl Parser {
             match (name, value) {
                 ("network", None) => o.network = true,
                 ("edit-tracked", None) => o.edit_tracked = true,
+                ("direct", None) => o.direct = true,
                 ("timeout", Some(v)) => match parse_timeout(v) {
                     Ok(d) => o.timeout = Some(d),
                     Err(m) => self.err(ln, m),
@@ -610,7 +616,7 @@ impl Parser {
                     Ok(()) => o.extra_writable.push(v.to_owned()),
                     Err(m) => self.err(ln, m),
                 },
-                ("network" | "edit-tracked", Some(_)) => {
+                ("network" | "edit-tracked" | "direct", Some(_)) => {
                     self.err(ln, format!("option `{name}` takes no value"))
                 }
                 ("timeout" | "write", None) => {
@@ -618,7 +624,7 @@ impl Parser {
                 }
                 _ => self.err(
                     ln,
-                    format!("unknown option `{opt}` (known: timeout=<N>s, network, write=<path>, edit-tracked)"),
+                    format!("unknown option `{opt}` (known: timeout=<N>s, network, write=<path>, edit-tracked, direct)"),
                 ),
             }
         }

@@ -11,9 +11,9 @@ use cmdgate_policy::tiermap::{self, PinnedKeys};
 use serde::Serialize;
 use serde_json::json;
 
-use crate::admin_client;
-use crate::cli_hook::{self, EVENTS};
-use crate::serve;
+use crate::api::serve;
+use crate::cli::client;
+use crate::cli::hook::{self, EVENTS};
 
 /// Arguments of `cmdgate doctor`.
 #[derive(Debug, clap::Args)]
@@ -75,10 +75,10 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     // Hook registration across the settings files Claude Code merges.
     let mut registered: Vec<(String, String, Option<u64>, PathBuf)> = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
-    for file in cli_hook::settings_files(&project, &home) {
-        match cli_hook::read_settings(&file) {
+    for file in hook::settings_files(&project, &home) {
+        match hook::read_settings(&file) {
             Ok(settings) => {
-                let r = cli_hook::inspect(&settings);
+                let r = hook::inspect(&settings);
                 if r.all_hooks_disabled {
                     checks.push(check(
                         "hooks enabled",
@@ -115,8 +115,8 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     for (event, command, timeout, file) in &registered {
-        let deadline = cli_hook::deadline_of(command);
-        let min = cli_hook::min_timeout_s(deadline);
+        let deadline = hook::deadline_of(command);
+        let min = hook::min_timeout_s(deadline);
         let program = command.split_whitespace().next().unwrap_or_default();
         let executable = {
             use std::os::unix::fs::PermissionsExt;
@@ -171,7 +171,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
 
     // Daemon.
     if let Some(p) = &paths {
-        let health = admin_client::request(
+        let health = client::request(
             &p.decide_socket,
             "GET",
             "/v1/health",

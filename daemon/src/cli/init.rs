@@ -8,7 +8,7 @@ use anyhow::{bail, Context};
 use cmdgate_policy::tiermap::{self, STARTER_MAP};
 use serde_json::json;
 
-use crate::serve;
+use crate::api::serve;
 use crate::signing::{self, sign_file, SignConfig, Signer};
 
 /// Arguments of `cmdgate init`.

@@ -8,7 +8,7 @@ use cmdgate_policy::shell::{self, read::ReadPolicy, Analysis, Limits, Word};
 use cmdgate_policy::tiermap::Snapshot;
 use serde_json::json;
 
-use crate::project;
+use crate::engine::project;
 
 /// Arguments of `cmdgate explain`.
 #[derive(Debug, clap::Args)]
@@ -51,7 +51,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         .into_owned();
     let mut read_policy = ReadPolicy::new(&home);
     // As the daemon: a recursive search of the cwd / project root is judged by listing it.
-    read_policy.listing = Some(&crate::listing::list_dir);
+    read_policy.listing = Some(&crate::engine::listing::list_dir);
     let own = locations.own_paths(&home);
     let rules = RuleSet::default();
     let limits = Limits::default();

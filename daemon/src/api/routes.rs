@@ -37,59 +37,9 @@
 use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
 
-use crate::approvals::{AnswerPending, PendingAnswer};
+use crate::api::types::{AddRule, AnswerPending, PendingAnswer, ResetBreaker, RuleEdit};
+use crate::engine::Role;
 use crate::store::audit::Query;
-
-/// Which socket a request came in on: the routes differ, and so do the allowed peers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Agent,
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Agent => "agent",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-/// `POST /admin/rules`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AddRule {
-    /// `approve`, `reject`, `always_ask`.
-    pub kind: String,
-    /// The project root the rule is scoped to (canonicalised by the daemon).
-    pub project: String,
-    /// The command exactly as the agent would send it; the daemon computes its canonical key.
-    pub command: String,
-    #[serde(default)]
-    pub note: Option<String>,
-    /// Apply only if the rules are still at this revision (`GET /admin/rules`).
-    #[serde(default)]
-    pub if_revision: Option<i64>,
-}
-
-/// The optional body of `POST /admin/rules/{id}/enable|disable|remove` and `DELETE /admin/rules/{id}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuleEdit {
-    /// Apply only if the rules are still at this revision.
-    #[serde(default)]
-    pub if_revision: Option<i64>,
-}
-
-/// `POST /admin/breaker/reset`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ResetBreaker {
-    /// `global`, `session:ID`; none resets every breaker.
-    #[serde(default)]
-    pub scope: Option<String>,
-}
 
 /// One parsed request.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use crate::admin_client;
-use crate::serve;
+use crate::api::serve;
+use crate::cli::client;
 
 /// Arguments of `cmdgate breaker`.
 #[derive(Debug, clap::Args)]
@@ -45,7 +45,7 @@ pub fn run(args: BreakerArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
     match args.command {
         BreakerCommand::Status { json } => {
-            let status = admin_client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
+            let status = client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
             let breakers = &status["breakers"];
             if breakers.is_null() {
                 anyhow::bail!("the daemon's status has no breakers");
@@ -64,7 +64,7 @@ pub fn run(args: BreakerArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let scope = scope_of(session, global, scope);
-            let answer = admin_client::call(
+            let answer = client::call(
                 &paths.admin_socket,
                 "POST",
                 "/admin/breaker/reset",

@@ -8,7 +8,7 @@ use anyhow::Context;
 use cmdgate_sandbox::HelperCommand;
 use serde_json::json;
 
-use crate::serve::{self, ServeOptions};
+use crate::api::serve::{self, ServeOptions};
 use crate::signing;
 
 /// Arguments of `cmdgate up`.

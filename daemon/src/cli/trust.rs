@@ -1,6 +1,6 @@
 //! `cmdgate trust add | list | remove`: the operator's pinned tier-map signing keys.
 
-use crate::cli_tiermap::VaultArgs;
+use crate::cli::tiermap::VaultArgs;
 use crate::signing::{self, vault::parse_public_key};
 use anyhow::{bail, Context as _};
 use base64::engine::general_purpose::STANDARD;

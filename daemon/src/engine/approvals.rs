@@ -13,16 +13,17 @@ use cmdgate_policy::decide::canonical_key;
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::wire::{self, ApprovalMode, DecideRequest, DecideResponse, Verdict};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::approval_notes::{clean_note, human_decision, reason_for_model};
 use crate::clock;
 use crate::config::HOOK_DEADLINE;
-use crate::daemon::{apply_learning, persist_breakers, summarize_tool, Daemon};
-use crate::notify::Note;
-use crate::pending::{Answer, Outcome, PendingInfo};
-use crate::server::ApiResponse;
+use crate::engine::approval_notes::{clean_note, human_decision, reason_for_model};
+use crate::engine::breakers::persist_breakers;
+use crate::engine::learning::apply_learning;
+use crate::engine::notify::Note;
+use crate::engine::pending::{Answer, Outcome, PendingInfo};
+use crate::engine::record::summarize_tool;
+use crate::engine::Engine;
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::{state, StoreError};
 
@@ -34,28 +35,25 @@ const ANSWER_GRACE: Duration = Duration::from_secs(3);
 /// Below this there is no point in holding: the operator could not answer.
 const MIN_HOLD: Duration = Duration::from_secs(1);
 
-/// `POST /admin/pending/{id}/approve` and `/reject`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AnswerPending {
-    /// Also remember the answer as a rule for this exact command in this project.
-    #[serde(default)]
-    pub remember: bool,
-    /// Shown to the model with the answer, and kept with the rule.
-    #[serde(default)]
-    pub note: Option<String>,
+/// Why an operator's answer to a pending request was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error(
+        "no pending request #{0}: it was answered, denied at its deadline, withdrawn by its \
+         agent, or it was waiting before the daemon restarted (pending requests never survive \
+         a restart). `cmdgate pending` lists what waits now."
+    )]
+    Gone(i64),
+    #[error(
+        "#{id} ({tool}) cannot be remembered: rules hold exact Bash commands of one project. \
+         Answer it without --remember."
+    )]
+    NotRememberable { id: i64, tool: String },
+    #[error("the answer could not be recorded ({0}); the request was denied")]
+    NotRecorded(#[source] StoreError),
 }
 
-/// One answer to a pending request, as routed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PendingAnswer {
-    pub id: i64,
-    /// `approve` (else `reject`).
-    pub approve: bool,
-    pub body: AnswerPending,
-}
-
-impl Daemon {
+impl Engine {
     /// Whether an "ask" for this request is held for the operator instead of returned.
     pub(crate) fn holds_asks(&self, req: &DecideRequest) -> bool {
         req.approval_mode.unwrap_or(self.config.approvals.mode) == ApprovalMode::Background
@@ -190,48 +188,47 @@ impl Daemon {
         .await;
         let audit_id = match written {
             Ok(Ok(id)) => u64::try_from(id).ok(),
-            _ => None,
+            Ok(Err(e)) => {
+                self.audit_integrity
+                    .failed("unanswered pending approval", &e);
+                None
+            }
+            Err(_) => {
+                self.audit_integrity
+                    .failed("unanswered pending approval", &"no commit within 2 s");
+                None
+            }
         };
         DecideResponse::fail_closed(reason, asked.tiermap_revision, audit_id)
     }
 
     /// `cmdgate approve|reject ID`: records the operator's answer (and the remembered rule) and
     /// hands it to the waiting hook.
-    pub(crate) async fn answer_pending(&self, answer: PendingAnswer) -> ApiResponse {
-        let PendingAnswer { id, approve, body } = answer;
+    pub async fn answer_pending(
+        &self,
+        id: i64,
+        approve: bool,
+        remember: bool,
+        note: Option<&str>,
+    ) -> Result<serde_json::Value, AnswerError> {
         let verdict = if approve {
             Verdict::Allow
         } else {
             Verdict::Deny
         };
-        let gone = || {
-            ApiResponse::error(
-                404,
-                &format!(
-                    "no pending request #{id}: it was answered, denied at its deadline, withdrawn by its \
-                     agent, or it was waiting before the daemon restarted (pending requests never survive \
-                     a restart). `cmdgate pending` lists what waits now."
-                ),
-            )
-        };
         let Some(info) = self.pending.peek(id) else {
-            return gone();
+            return Err(AnswerError::Gone(id));
         };
-        if body.remember && !info.rememberable {
-            return ApiResponse::error(
-                400,
-                &format!(
-                    "#{id} ({}) cannot be remembered: rules hold exact Bash commands of one project. \
-                     Answer it without --remember.",
-                    info.tool
-                ),
-            );
+        if remember && !info.rememberable {
+            return Err(AnswerError::NotRememberable {
+                id,
+                tool: info.tool,
+            });
         }
         let Some(taken) = self.pending.take(id) else {
-            return gone();
+            return Err(AnswerError::Gone(id));
         };
-        let note = body.note.as_deref().and_then(clean_note);
-        let remember = body.remember;
+        let note = note.and_then(clean_note);
         let key = taken.key.clone();
         let session = taken.info.session.clone();
         let promotion = self.config.promotion.clone();
@@ -239,7 +236,8 @@ impl Daemon {
         let row_note = note.clone();
         // A person's rejection counts against the session like any denial.
         let changes = if verdict == Verdict::Deny {
-            self.record_signal(&session, Signal::Denial, clock::now())
+            self.breakers
+                .record(&session, Signal::Denial, clock::now())
                 .await
         } else {
             Vec::new()
@@ -330,10 +328,7 @@ impl Daemon {
                 taken.answer(Outcome::Cancelled(
                     "the operator's answer could not be recorded".into(),
                 ));
-                return ApiResponse::error(
-                    500,
-                    &format!("the answer could not be recorded ({e}); the request was denied"),
-                );
+                return Err(AnswerError::NotRecorded(e));
             }
         };
         if rule.is_some() {
@@ -347,9 +342,7 @@ impl Daemon {
             rule: rule.map(|r| format!("rule #{r}")),
             audit_id: row,
         }));
-        ApiResponse::json(
-            200,
-            &json!({
+        Ok(json!({
                 "id": id,
                 "decision": verdict.as_str(),
                 "audit_id": row,
@@ -357,24 +350,6 @@ impl Daemon {
                 "note": note,
                 "reason": reason,
                 "delivered": delivered,
-            }),
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn answer_bodies_are_strict() {
-        let a: AnswerPending = serde_json::from_str(r#"{"remember":true,"note":"ok"}"#).unwrap();
-        assert!(a.remember);
-        assert_eq!(a.note.as_deref(), Some("ok"));
-        assert_eq!(
-            serde_json::from_str::<AnswerPending>("{}").unwrap(),
-            AnswerPending::default()
-        );
-        assert!(serde_json::from_str::<AnswerPending>(r#"{"remeber":true}"#).is_err());
+        }))
     }
 }

@@ -20,7 +20,7 @@ use rusqlite::{Connection, Row};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::approval_notes;
+use crate::engine::approval_notes;
 use crate::store::StoreError;
 
 /// Export failures.
@@ -709,7 +709,7 @@ impl Partial {
 pub fn run(args: ExportArgs) -> anyhow::Result<ExitCode> {
     let db = match args.db {
         Some(p) => p,
-        None => crate::serve::load(None)?.1.db,
+        None => crate::api::serve::load(None)?.1.db,
     };
     if !db.exists() {
         anyhow::bail!("no store at {} (has the daemon ever run?)", db.display());

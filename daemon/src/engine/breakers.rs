@@ -4,16 +4,19 @@
 //! a fresh one, and a daemon that runs for weeks must not keep one per session it ever saw.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use cmdgate_policy::breaker::{Breaker, BreakerConfig, Signal, State, Transition};
 use cmdgate_policy::time::UnixMillis;
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::{json, Value};
+use tokio::sync::Mutex;
 
 use crate::clock;
-use crate::daemon::Daemon;
-use crate::store::StoreError;
+use crate::engine::notify::{Note, Notifier};
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::{state, Store, StoreError};
 
 /// The global breaker's scope name; sessions are `session:<id>`.
 pub const GLOBAL: &str = "global";
@@ -275,29 +278,59 @@ impl Breakers {
     }
 }
 
-/// The newest transition of each scope (scope, transition JSON, at_ms).
-pub(crate) fn last_transitions(c: &Connection) -> Result<Vec<(String, String, i64)>, StoreError> {
-    let mut stmt = c.prepare(
-        "SELECT e.scope, e.transition, e.at_ms FROM breaker_events e \
-         JOIN (SELECT scope, MAX(id) AS id FROM breaker_events GROUP BY scope) m ON e.id = m.id",
-    )?;
-    let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+/// The breakers as a component: the state machines behind one lock, and the notifier that
+/// announces every transition.
+pub(crate) struct BreakerBoard {
+    breakers: Mutex<Breakers>,
+    notifier: Arc<Notifier>,
 }
 
-/// Deletes the persisted state of pruned scopes (their `breaker_events` history stays).
-pub(crate) fn delete_states(c: &Connection, scopes: &[String]) -> Result<(), StoreError> {
-    for scope in scopes {
-        c.execute("DELETE FROM breaker_state WHERE scope = ?1", params![scope])?;
+impl BreakerBoard {
+    pub(crate) fn new(breakers: Breakers, notifier: Arc<Notifier>) -> BreakerBoard {
+        BreakerBoard {
+            breakers: Mutex::new(breakers),
+            notifier,
+        }
     }
-    Ok(())
-}
 
-impl Daemon {
+    /// Records a breaker signal for a session and announces a trip on the desktop.
+    pub(crate) async fn record(
+        &self,
+        session: &str,
+        signal: Signal,
+        now: UnixMillis,
+    ) -> Vec<Changed> {
+        let changes = self.breakers.lock().await.record(session, signal, now);
+        self.announce(&changes);
+        changes
+    }
+
+    /// Records a signal for the global breaker only (a refused peer).
+    pub(crate) async fn record_global(&self, signal: Signal, now: UnixMillis) -> Vec<Changed> {
+        let changes = self.breakers.lock().await.record_global(signal, now);
+        self.announce(&changes);
+        changes
+    }
+
+    /// Whether the session (or the global breaker) is open, with the transitions time made.
+    pub(crate) async fn is_open(&self, session: &str, now: UnixMillis) -> (bool, Vec<Changed>) {
+        self.breakers.lock().await.is_open(session, now)
+    }
+
+    /// The operator's reset (`None`: every breaker), announced.
+    pub(crate) async fn reset(&self, scope: Option<&str>, now: UnixMillis) -> Vec<Changed> {
+        let changes = self.breakers.lock().await.reset(scope, now);
+        self.announce(&changes);
+        changes
+    }
+
+    /// `cmdgate breaker status`.
+    pub(crate) async fn summary(&self, now: UnixMillis) -> Value {
+        self.breakers.lock().await.summary(now)
+    }
+
     /// Prunes quiet session breakers and their rows (called from the spool timer).
-    pub async fn prune_breakers(&self) -> Result<usize, StoreError> {
+    pub(crate) async fn prune(&self, store: &Store) -> Result<usize, StoreError> {
         // The lock is held across the write, so a signal for a pruned session cannot be persisted
         // between the prune and the delete and then be deleted.
         let mut breakers = self.breakers.lock().await;
@@ -306,10 +339,87 @@ impl Daemon {
             return Ok(0);
         }
         let n = gone.len();
-        self.store.write(move |c| delete_states(c, &gone)).await?;
+        store
+            .write(move |c| state::delete_breaker_states(c, &gone))
+            .await?;
         drop(breakers);
         Ok(n)
     }
+
+    /// A desktop notification for every breaker transition; an opening one is urgent (never
+    /// waits: see `notify`).
+    fn announce(&self, changes: &[Changed]) {
+        for c in changes {
+            let (summary, what, urgent) = match &c.transition {
+            Some(Transition::Tripped { score }) => (
+                "cmdgate: read-only mode",
+                format!("tripped (score {score}): only reads run until it cools down or the operator runs `cmdgate breaker reset`"),
+                true,
+            ),
+            Some(Transition::Reopened) => (
+                "cmdgate: read-only mode",
+                "re-opened while half-open: only reads run until it cools down again or the operator runs `cmdgate breaker reset`".to_owned(),
+                true,
+            ),
+            Some(Transition::HalfOpened) => (
+                "cmdgate: breaker half-open",
+                "is half-open after its cooldown: calls flow again, the next bad signal re-opens it".to_owned(),
+                false,
+            ),
+            Some(Transition::Closed) => (
+                "cmdgate: breaker closed",
+                "closed again after good calls while half-open".to_owned(),
+                false,
+            ),
+            Some(Transition::Reset) => (
+                "cmdgate: breaker reset",
+                "was reset by the operator".to_owned(),
+                false,
+            ),
+            None => continue,
+        };
+            let _ = self.notifier.notify(Note {
+                summary: summary.into(),
+                body: format!("The circuit breaker for {} {what}.", c.scope),
+                urgent,
+            });
+        }
+    }
+}
+
+/// Persists breaker changes inside an audit row's transaction: the new state, the transition as a
+/// `breaker_events` row and a `breaker` audit row.
+pub(crate) fn persist_breakers(
+    c: &Connection,
+    changes: &[Changed],
+    audit_id: Option<i64>,
+) -> Result<(), StoreError> {
+    let at = clock::now_ms();
+    for ch in changes {
+        if !ch.state.is_empty() {
+            state::put_breaker(c, &ch.scope, &ch.state, at)?;
+        }
+        if let Some(t) = &ch.transition {
+            let t_json = serde_json::to_string(t).unwrap_or_default();
+            state::breaker_event(c, &ch.scope, &t_json, audit_id, at)?;
+            audit::append(
+                c,
+                Entry {
+                    at_ms: at,
+                    kind: Kind::Breaker.as_str().into(),
+                    session: ch.scope.strip_prefix("session:").map(str::to_owned),
+                    decision: Some(t_json.clone()),
+                    reason: Some(format!("breaker {}: {t_json}", ch.scope)),
+                    note: audit_id.map(|id| format!("after audit row {id}")),
+                    ..Entry::default()
+                },
+            )?;
+            if ch.scope == GLOBAL || t_json.contains("tripped") {
+                eprintln!("cmdgated: breaker {}: {t_json}", ch.scope);
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::admin_client;
-use crate::serve;
+use crate::api::serve;
+use crate::cli::client;
 use crate::store::audit::{self, AuditRow, ChainReport, Query};
 
 /// Arguments of `cmdgate audit`.
@@ -65,7 +65,7 @@ pub enum AuditCommand {
     },
     /// Counts by decision, source and tier, top denied commands, breaker trips, promotions,
     /// decision latency (read-only, straight from the store file).
-    Stats(crate::cli_stats::StatsArgs),
+    Stats(crate::cli::stats::StatsArgs),
     /// Walk the hash chain; exits 1 when it is broken.
     Verify {
         /// Verify this store file directly (read-only) instead of asking the daemon.
@@ -114,7 +114,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
     let admin = paths.admin_socket.clone();
     let query = |q: &Query| -> anyhow::Result<Vec<AuditRow>> {
-        rows(admin_client::call(
+        rows(client::call(
             &admin,
             "POST",
             "/admin/audit/query",
@@ -149,7 +149,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Show { id, json } => {
-            let v = admin_client::call(&admin, "GET", &format!("/admin/audit/{id}"), None)?;
+            let v = client::call(&admin, "GET", &format!("/admin/audit/{id}"), None)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
@@ -204,11 +204,11 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             print(&query(&q)?, json)?;
             Ok(ExitCode::SUCCESS)
         }
-        AuditCommand::Stats(args) => crate::cli_stats::run(args),
+        AuditCommand::Stats(args) => crate::cli::stats::run(args),
         AuditCommand::Verify { db, json } => {
             let report: ChainReport = match db {
                 Some(path) => audit::verify(&crate::store::open_read_only(&path)?)?,
-                None => serde_json::from_value(admin_client::call(
+                None => serde_json::from_value(client::call(
                     &admin,
                     "GET",
                     "/admin/audit/verify",

@@ -5,8 +5,11 @@
 //! it from systemd; tests bind one in a temp dir). On shutdown it stops accepting, lets every
 //! connection finish the request it is serving, and returns once all have.
 
-pub mod api;
+mod handler;
 pub mod listen;
+pub mod routes;
+pub mod serve;
+pub mod types;
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -19,38 +22,19 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-pub use api::{ApiRequest, ApiResponse, Role};
+pub use crate::engine::{Peer, Role};
+pub use routes::{ApiRequest, ApiResponse};
 
 /// Largest request body: the wire's bound on what the hook sends.
 pub const MAX_BODY: usize = cmdgate_policy::wire::MAX_REQUEST_BYTES;
 
 /// How long a client may take to send its request head.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The connecting process, as the kernel reports it (`SO_PEERCRED`): it cannot be forged by the
-/// client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Peer {
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: Option<i32>,
-}
-
-impl std::fmt::Display for Peer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "uid={} gid={}", self.uid, self.gid)?;
-        if let Some(pid) = self.pid {
-            write!(f, " pid={pid}")?;
-        }
-        Ok(())
-    }
-}
 
 /// What the server needs from the daemon. Handlers see parsed requests only.
 pub trait Handler: Send + Sync + 'static {
@@ -71,7 +55,7 @@ pub trait Handler: Send + Sync + 'static {
         &self,
         role: Role,
         peer: Peer,
-        rejection: api::Rejection,
+        rejection: routes::Rejection,
     ) -> impl Future<Output = ApiResponse> + Send {
         let _ = (role, peer);
         async move { ApiResponse::error(rejection.status, &rejection.message) }
@@ -187,7 +171,7 @@ async fn answer<H: Handler>(
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            let rejection = api::Rejection {
+            let rejection = routes::Rejection {
                 status: 413,
                 message: format!("request body refused: {e}"),
             };

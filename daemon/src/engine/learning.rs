@@ -4,13 +4,16 @@
 //! `cmdgate_policy::learn`; promotion and demotion rows are written by `daemon::apply_learning`.
 
 use cmdgate_policy::decide::canonical_key;
-use cmdgate_policy::learn::{classification, LearnEvent, PromotionConfig, PromotionContext};
+use cmdgate_policy::learn::{
+    classification, LearnEvent, LearnTransition, PromotionConfig, PromotionContext, Record,
+};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::tiermap::Snapshot;
-use rusqlite::{params, Connection};
+use rusqlite::Connection;
 
-use crate::daemon::apply_learning;
-use crate::store::StoreError;
+use crate::clock;
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::{state, StoreError};
 
 /// What a command that cannot be analysed is classified as: never equal to a real classification,
 /// so such a record is always reset rather than kept.
@@ -43,7 +46,7 @@ pub(crate) fn review(
     config: &PromotionConfig,
 ) -> Result<bool, StoreError> {
     let mut changed = false;
-    for key in keys_of(c, project)? {
+    for key in state::learn_keys(c, project)? {
         // The key is the canonical, shell-quoted form: it parses back to the same argv. One that
         // does not parse is classified as unanalysable, so it is reset, never kept.
         let class = classification_of(&key, snapshot);
@@ -62,12 +65,76 @@ pub(crate) fn review(
     Ok(changed)
 }
 
-fn keys_of(c: &Connection, project: &str) -> Result<Vec<String>, StoreError> {
-    let mut stmt = c.prepare("SELECT key FROM learn_records WHERE project = ?1 ORDER BY key")?;
-    let keys = stmt
-        .query_map(params![project], |r| r.get(0))?
-        .collect::<Result<Vec<String>, _>>()?;
-    Ok(keys)
+/// The event with the audit row id that carries it.
+pub(crate) fn with_id(event: LearnEvent, id: i64) -> LearnEvent {
+    match event {
+        LearnEvent::CleanTestRun(_) => LearnEvent::CleanTestRun(id),
+        LearnEvent::DirtyTestRun(_) => LearnEvent::DirtyTestRun(id),
+        LearnEvent::RealSuccess(_) => LearnEvent::RealSuccess(id),
+        LearnEvent::RealFailure(_) => LearnEvent::RealFailure(id),
+        LearnEvent::Rejected(_) => LearnEvent::Rejected(id),
+        LearnEvent::Reclassified(_) => LearnEvent::Reclassified(id),
+    }
+}
+
+/// Applies a learning event inside the audit row's transaction; `true` when the rules changed.
+pub(crate) fn apply_learning(
+    c: &Connection,
+    project: &str,
+    key: &str,
+    event: LearnEvent,
+    ctx: PromotionContext,
+    config: &cmdgate_policy::learn::PromotionConfig,
+) -> Result<bool, StoreError> {
+    let now = clock::now();
+    let mut record = state::learn_record(c, project, key)?.unwrap_or_else(Record::default);
+    let transition = record.apply(event, ctx, config, now);
+    state::put_learn_record(c, project, key, &record, clock::now_ms())?;
+    let at = clock::now_ms();
+    match transition {
+        None => Ok(false),
+        Some(LearnTransition::Promoted { provenance }) => {
+            let rule = state::NewRule {
+                kind: "learned".into(),
+                project: project.to_owned(),
+                key: key.to_owned(),
+                note: None,
+                created_by: "learned".into(),
+                provenance: provenance.clone(),
+            };
+            let id = state::add_rule(c, &rule, at)?;
+            audit::append(
+                c,
+                Entry {
+                    at_ms: at,
+                    kind: Kind::Learn.as_str().into(),
+                    project: Some(project.to_owned()),
+                    command: Some(key.to_owned()),
+                    decision: Some("promoted".into()),
+                    rule: Some(format!("rule #{id}")),
+                    note: Some(format!("evidence: audit rows {provenance:?}")),
+                    ..Entry::default()
+                },
+            )?;
+            Ok(true)
+        }
+        Some(LearnTransition::Demoted { because }) => {
+            state::disable_learned(c, project, key, at)?;
+            audit::append(
+                c,
+                Entry {
+                    at_ms: at,
+                    kind: Kind::Learn.as_str().into(),
+                    project: Some(project.to_owned()),
+                    command: Some(key.to_owned()),
+                    decision: Some("demoted".into()),
+                    note: Some(format!("because of audit row {because}")),
+                    ..Entry::default()
+                },
+            )?;
+            Ok(true)
+        }
+    }
 }
 
 #[cfg(test)]

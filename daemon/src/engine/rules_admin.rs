@@ -14,7 +14,6 @@ use cmdgate_policy::shell::read::{
     classify, ReadPolicy, ReadVerdict, SecretPaths, DEFAULT_SECRET_PATTERNS,
 };
 use cmdgate_policy::shell::{self, Analysis, Limits};
-use rusqlite::Connection;
 use serde_json::json;
 
 use crate::clock;
@@ -39,11 +38,10 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
     };
     classify(script, &policy) == ReadVerdict::PureRead
 }
-use crate::daemon::{rule_kind, Daemon};
-use crate::server::api::{AddRule, RuleEdit};
-use crate::server::ApiResponse;
-use crate::store::audit::{self, AuditRow, Entry, Kind};
-use crate::store::state::{self, RevisionConflict, StoredRule};
+use crate::engine::rules::rule_kind;
+use crate::engine::Engine;
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::state::{self, RevisionConflict, RuleShown, StoredRule};
 use crate::store::StoreError;
 
 /// Most matched decisions `show` returns (newest first).
@@ -56,16 +54,39 @@ fn label(id: i64) -> String {
     format!("rule #{id}")
 }
 
-fn internal(e: StoreError) -> ApiResponse {
-    ApiResponse::error(500, &e.to_string())
+/// Why a rule verb did not change (or show) anything.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    /// The request itself is refused (a bad kind, command or project).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no rule {0}")]
+    NotFound(i64),
+    /// The edit was made against an old revision: nothing changed.
+    #[error(transparent)]
+    Conflict(RevisionConflict),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The change is committed, but the engine's rules could not be reloaded.
+    #[error("the change was committed ({committed}) but the rules could not be reloaded: {error}")]
+    NotReloaded {
+        committed: serde_json::Value,
+        error: StoreError,
+    },
 }
 
-/// The answer to an edit made against an old revision: nothing changed; here is the current one.
-fn conflict(c: RevisionConflict) -> ApiResponse {
-    ApiResponse::json(
-        409,
-        &json!({"error": c.to_string(), "revision": c.current, "expected": c.expected}),
-    )
+/// A rule to add (`cmdgate rules remember`).
+#[derive(Debug, Clone)]
+pub struct NewRuleRequest {
+    /// `approve`, `reject`, `always_ask`.
+    pub kind: String,
+    /// The project root (canonicalised here).
+    pub project: String,
+    /// The command exactly as the agent would send it.
+    pub command: String,
+    pub note: Option<String>,
+    /// Apply only if the rules are still at this revision.
+    pub if_revision: Option<i64>,
 }
 
 /// The audit row of an operator's change to one rule.
@@ -86,122 +107,70 @@ fn change_entry(rule: &StoredRule, what: &str, revision: i64) -> Entry {
     }
 }
 
-/// What `show` returns beside the rule.
-struct Shown {
-    rule: StoredRule,
-    sources: Vec<AuditRow>,
-    history: Vec<AuditRow>,
-    matched: Vec<AuditRow>,
-}
-
-fn show(c: &Connection, id: i64) -> Result<Option<Shown>, StoreError> {
-    let Some(rule) = state::rule(c, id)? else {
-        return Ok(None);
-    };
-    let mut sources = Vec::new();
-    for a in &rule.provenance {
-        // A provenance id with no row would be a corrupt store: say so rather than hide it.
-        sources.push(audit::get(c, *a)?.ok_or_else(|| {
-            StoreError::Corrupt(format!("rule {id} names missing audit row {a}"))
-        })?);
-    }
-    let mut history = audit::naming_rule(
-        c,
-        &label(id),
-        &[Kind::Rule.as_str(), Kind::Learn.as_str()],
-        SHOW_HISTORY,
-    )?;
-    history.reverse();
-    let matched = audit::naming_rule(c, &label(id), &[Kind::Decision.as_str()], SHOW_MATCHED)?;
-    Ok(Some(Shown {
-        rule,
-        sources,
-        history,
-        matched,
-    }))
-}
-
-impl Daemon {
+impl Engine {
     /// Reloads the engine's rules after a committed change; the answer says if that failed (the
     /// change stays committed and is picked up by the next reload).
-    async fn after_rule_change(&self, ok: serde_json::Value) -> ApiResponse {
+    async fn after_rule_change(
+        &self,
+        ok: serde_json::Value,
+    ) -> Result<serde_json::Value, RuleError> {
         match self.reload_rules().await {
-            Ok(()) => ApiResponse::json(200, &ok),
-            Err(e) => ApiResponse::error(
-                500,
-                &format!(
-                    "the change was committed ({ok}) but the rules could not be reloaded: {e}"
-                ),
-            ),
+            Ok(()) => Ok(ok),
+            Err(error) => Err(RuleError::NotReloaded {
+                committed: ok,
+                error,
+            }),
         }
     }
 
     /// `GET /admin/rules`: the revision and every rule, read together.
-    pub(crate) async fn rules_list(&self) -> ApiResponse {
-        match self.store.read(state::rules_at_revision).await {
-            Ok((revision, rules)) => {
-                ApiResponse::json(200, &json!({"revision": revision, "rules": rules}))
-            }
-            Err(e) => internal(e),
-        }
+    pub async fn rules_list(&self) -> Result<(i64, Vec<StoredRule>), StoreError> {
+        self.store.read(state::rules_at_revision).await
     }
 
     /// `GET /admin/rules/{id}`: the rule, the audit rows it came from, its history and the latest
     /// decisions it made.
-    pub(crate) async fn rule_show(&self, id: i64) -> ApiResponse {
-        match self.store.read(move |c| show(c, id)).await {
-            Ok(Some(s)) => ApiResponse::json(
-                200,
-                &json!({
-                    "rule": s.rule,
-                    "sources": s.sources,
-                    "history": s.history,
-                    "matched": s.matched,
-                }),
-            ),
-            Ok(None) => ApiResponse::error(404, &format!("no rule {id}")),
-            Err(e) => internal(e),
-        }
+    pub async fn rule_show(&self, id: i64) -> Result<RuleShown, RuleError> {
+        self.store
+            .read(move |c| state::rule_shown(c, id, SHOW_HISTORY, SHOW_MATCHED))
+            .await?
+            .ok_or(RuleError::NotFound(id))
     }
 
     /// `POST /admin/rules`: remember a decision (approve, reject, always-ask) for one exact command
     /// in one project. Learned entries come only from the daemon's own promotion.
-    pub(crate) async fn rules_add(&self, add: AddRule) -> ApiResponse {
+    pub async fn rules_add(&self, add: NewRuleRequest) -> Result<serde_json::Value, RuleError> {
         if rule_kind(&add.kind).is_none_or(|k| k == RuleKind::Learned) {
-            return ApiResponse::error(
-                400,
-                &format!(
-                    "rule kind {:?} is not approve, reject or always_ask",
-                    add.kind
-                ),
-            );
+            return Err(RuleError::Invalid(format!(
+                "rule kind {:?} is not approve, reject or always_ask",
+                add.kind
+            )));
         }
         let key = match shell::analyze(&add.command, &Limits::default()) {
             Analysis::Parsed(script) => {
                 if add.kind != "approve" && is_fast_path_read(&script, &self.config.secret_paths) {
-                    return ApiResponse::error(
-                        400,
-                        &format!(
+                    return Err(RuleError::Invalid(format!(
                             "`{}` is a read: the hook allows it locally without asking the daemon, so a {} rule \
                              would never match. To make reading a file need a person, add its path to \
                              `secret_paths` in config.toml (secret paths always reach the daemon).",
                             add.command, add.kind
-                        ),
-                    );
+                    )));
                 }
                 canonical_key(&script)
             }
             Analysis::Unanalyzable(u) => {
-                return ApiResponse::error(400, &format!("the command cannot be analysed: {u:?}"))
+                return Err(RuleError::Invalid(format!(
+                    "the command cannot be analysed: {u:?}"
+                )))
             }
         };
         // Rules match the canonical project root only; a relative path would name whatever
         // directory the daemon runs in.
         if !Path::new(&add.project).is_absolute() {
-            return ApiResponse::error(
-                400,
-                &format!("the project {:?} is not an absolute path", add.project),
-            );
+            return Err(RuleError::Invalid(format!(
+                "the project {:?} is not an absolute path",
+                add.project
+            )));
         }
         let project = std::fs::canonicalize(&add.project)
             .map(|p| p.to_string_lossy().into_owned())
@@ -253,23 +222,23 @@ impl Daemon {
                 )
                 .await
             }
-            Ok(Err(c)) => conflict(c),
-            Err(e) => internal(e),
+            Ok(Err(c)) => Err(RuleError::Conflict(c)),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// `POST /admin/rules/{id}/enable|disable`.
-    pub(crate) async fn rules_set_enabled(
+    pub async fn rules_set_enabled(
         &self,
         id: i64,
         enabled: bool,
-        edit: RuleEdit,
-    ) -> ApiResponse {
+        if_revision: Option<i64>,
+    ) -> Result<serde_json::Value, RuleError> {
         let what = if enabled { "enable" } else { "disable" };
         let result = self
             .store
             .write(move |c| {
-                state::edit_rules(c, edit.if_revision, |c| {
+                state::edit_rules(c, if_revision, |c| {
                     let Some(rule) = state::rule(c, id)? else {
                         return Ok(false);
                     };
@@ -285,18 +254,22 @@ impl Daemon {
                 self.after_rule_change(json!({"id": id, "enabled": enabled, "revision": revision}))
                     .await
             }
-            Ok(Ok((false, _))) => ApiResponse::error(404, &format!("no rule {id}")),
-            Ok(Err(c)) => conflict(c),
-            Err(e) => internal(e),
+            Ok(Ok((false, _))) => Err(RuleError::NotFound(id)),
+            Ok(Err(c)) => Err(RuleError::Conflict(c)),
+            Err(e) => Err(e.into()),
         }
     }
 
     /// `DELETE /admin/rules/{id}`: the rule goes; its audit rows stay.
-    pub(crate) async fn rules_remove(&self, id: i64, edit: RuleEdit) -> ApiResponse {
+    pub async fn rules_remove(
+        &self,
+        id: i64,
+        if_revision: Option<i64>,
+    ) -> Result<serde_json::Value, RuleError> {
         let result = self
             .store
             .write(move |c| {
-                state::edit_rules(c, edit.if_revision, |c| {
+                state::edit_rules(c, if_revision, |c| {
                     let Some(rule) = state::rule(c, id)? else {
                         return Ok(false);
                     };
@@ -312,9 +285,9 @@ impl Daemon {
                 self.after_rule_change(json!({"id": id, "removed": true, "revision": revision}))
                     .await
             }
-            Ok(Ok((false, _))) => ApiResponse::error(404, &format!("no rule {id}")),
-            Ok(Err(c)) => conflict(c),
-            Err(e) => internal(e),
+            Ok(Ok((false, _))) => Err(RuleError::NotFound(id)),
+            Ok(Err(c)) => Err(RuleError::Conflict(c)),
+            Err(e) => Err(e.into()),
         }
     }
 }

@@ -10,7 +10,7 @@ use cmdgate_policy::export::redact;
 use rusqlite::Connection;
 use serde::Serialize;
 
-use crate::cli_export::parse_time;
+use crate::cli::export::parse_time;
 use crate::store::StoreError;
 
 /// Arguments of `cmdgate audit stats`.
@@ -251,7 +251,7 @@ fn print_map(title: &str, m: &BTreeMap<String, u64>) {
 pub fn run(args: StatsArgs) -> anyhow::Result<ExitCode> {
     let db = match args.db {
         Some(p) => p,
-        None => crate::serve::load(None)?.1.db,
+        None => crate::api::serve::load(None)?.1.db,
     };
     if !db.exists() {
         anyhow::bail!("no store at {} (has the daemon ever run?)", db.display());

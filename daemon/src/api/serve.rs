@@ -10,10 +10,10 @@ use cmdgate_sandbox::HelperCommand;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 
+use crate::api::listen::{self, ListenError};
+use crate::api::{self, Role};
 use crate::config::{Config, ConfigError, Paths};
-use crate::daemon::{Daemon, Options, StartError};
-use crate::server::listen::{self, ListenError};
-use crate::server::{self, Role};
+use crate::engine::{Engine, Options, StartError};
 
 /// How often the hook's spool is ingested.
 const SPOOL_EVERY: Duration = Duration::from_secs(2);
@@ -101,7 +101,7 @@ pub async fn serve(
         bound,
         passed,
     } = listeners(&config, &paths)?;
-    let daemon = Daemon::open(Options {
+    let daemon = Engine::open(Options {
         config,
         paths,
         helper: options.helper,
@@ -125,13 +125,13 @@ pub async fn serve(
             daemon.paths.db.display()
         );
     }
-    let agent = tokio::spawn(server::run(
+    let agent = tokio::spawn(api::run(
         decide,
         Role::Agent,
         daemon.clone(),
         shutdown.clone(),
     ));
-    let operator = tokio::spawn(server::run(
+    let operator = tokio::spawn(api::run(
         admin,
         Role::Admin,
         daemon.clone(),
@@ -233,7 +233,7 @@ fn roles(names: &[Option<&str>]) -> Result<(usize, Option<usize>), ServeError> {
     Ok((decide.ok_or_else(refuse)?, admin))
 }
 
-async fn spool_timer(daemon: Arc<Daemon>, mut shutdown: watch::Receiver<bool>) {
+async fn spool_timer(daemon: Arc<Engine>, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(SPOOL_EVERY) => {

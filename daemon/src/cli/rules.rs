@@ -15,9 +15,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
-use crate::admin_client;
-use crate::project;
-use crate::serve;
+use crate::api::serve;
+use crate::cli::client;
+use crate::engine::project;
 
 /// The exit code of an edit refused because the rules changed since the revision it was made
 /// against (list them again and retry). Other failures exit 1.
@@ -123,7 +123,7 @@ pub fn run(args: RulesArgs) -> anyhow::Result<ExitCode> {
     let admin = &paths.admin_socket;
     match args.command {
         RulesCommand::List { json } => {
-            let listed = admin_client::call(admin, "GET", "/admin/rules", None)?;
+            let listed = client::call(admin, "GET", "/admin/rules", None)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&listed)?);
             } else {
@@ -135,7 +135,7 @@ pub fn run(args: RulesArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         RulesCommand::Show { id, json } => {
-            let shown = admin_client::call(admin, "GET", &format!("/admin/rules/{id}"), None)?;
+            let shown = client::call(admin, "GET", &format!("/admin/rules/{id}"), None)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&shown)?);
             } else {
@@ -216,13 +216,13 @@ fn edit_rule(
         Some(r) => r,
         // Without an explicit expectation, the revision now: an edit racing another one still
         // conflicts instead of overwriting it.
-        None => admin_client::call(admin, "GET", "/admin/rules", None)?["revision"]
+        None => client::call(admin, "GET", "/admin/rules", None)?["revision"]
             .as_i64()
             .context("the daemon's rule list has no revision")?,
     };
     body["if_revision"] = json!(expected);
     let bytes = serde_json::to_vec(&body)?;
-    let reply = admin_client::request(admin, method, path, Some(&bytes), Duration::from_secs(60))?;
+    let reply = client::request(admin, method, path, Some(&bytes), Duration::from_secs(60))?;
     let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
     match reply.status {
         200..=299 => {

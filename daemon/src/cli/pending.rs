@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use serde_json::{json, Value};
 
-use crate::admin_client;
-use crate::serve;
+use crate::api::serve;
+use crate::cli::client;
 
 /// Arguments of `cmdgate pending`.
 #[derive(Debug, clap::Args)]
@@ -39,7 +39,7 @@ fn text(v: &Value) -> String {
 
 pub fn list(args: PendingArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
-    let pending = admin_client::call(&paths.admin_socket, "GET", "/admin/pending", None)?;
+    let pending = client::call(&paths.admin_socket, "GET", "/admin/pending", None)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&pending)?);
         return Ok(ExitCode::SUCCESS);
@@ -70,7 +70,7 @@ pub fn answer(args: AnswerArgs, approve: bool) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
     let verb = if approve { "approve" } else { "reject" };
     let body = json!({"remember": args.remember, "note": args.note});
-    let answered = admin_client::call(
+    let answered = client::call(
         &paths.admin_socket,
         "POST",
         &format!("/admin/pending/{}/{verb}", args.id),

@@ -1,0 +1,186 @@
+//! The engine behind the server: each parsed request goes to the engine, and the engine's domain
+//! result (or error) becomes an HTTP answer here — the one place that knows status codes.
+
+use serde_json::json;
+
+use crate::api::routes::Rejection;
+use crate::api::types::{PendingAnswer, ResetBreaker};
+use crate::api::{ApiRequest, ApiResponse, Handler, Peer, Role};
+use crate::engine::approvals::AnswerError;
+use crate::engine::rules_admin::{NewRuleRequest, RuleError};
+use crate::engine::Engine;
+use crate::store::audit;
+use crate::store::StoreError;
+
+fn internal(e: StoreError) -> ApiResponse {
+    ApiResponse::error(500, &e.to_string())
+}
+
+fn health() -> ApiResponse {
+    ApiResponse::json(
+        200,
+        &json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}),
+    )
+}
+
+/// A rule verb's result: 200 with its JSON, or the error's status.
+fn rule_answer(result: Result<serde_json::Value, RuleError>) -> ApiResponse {
+    match result {
+        Ok(v) => ApiResponse::json(200, &v),
+        Err(e) => rule_error(e),
+    }
+}
+
+fn rule_error(e: RuleError) -> ApiResponse {
+    match e {
+        RuleError::Invalid(why) => ApiResponse::error(400, &why),
+        RuleError::NotFound(_) => ApiResponse::error(404, &e.to_string()),
+        // Nothing changed; the answer names the current revision.
+        RuleError::Conflict(c) => ApiResponse::json(
+            409,
+            &json!({"error": c.to_string(), "revision": c.current, "expected": c.expected}),
+        ),
+        RuleError::Store(e) => internal(e),
+        RuleError::NotReloaded { .. } => ApiResponse::error(500, &e.to_string()),
+    }
+}
+
+fn answer_error(e: AnswerError) -> ApiResponse {
+    let status = match e {
+        AnswerError::Gone(_) => 404,
+        AnswerError::NotRememberable { .. } => 400,
+        AnswerError::NotRecorded(_) => 500,
+    };
+    ApiResponse::error(status, &e.to_string())
+}
+
+impl Handler for Engine {
+    fn allowed(&self, role: Role, peer: &Peer) -> bool {
+        self.peer_allowed(role, peer)
+    }
+
+    async fn refused(&self, role: Role, peer: Peer) {
+        self.peer_refused(role, peer).await
+    }
+
+    async fn handle(&self, role: Role, peer: Peer, request: ApiRequest) -> ApiResponse {
+        match (role, request) {
+            (Role::Agent, ApiRequest::Decide(req)) => {
+                ApiResponse::json(200, &self.decide(peer, *req).await)
+            }
+            (Role::Agent, ApiRequest::Outcome(report)) => {
+                match self.outcome(Some(peer), *report, None).await {
+                    Ok(_) => ApiResponse::no_content(),
+                    Err(e) => internal(e),
+                }
+            }
+            (Role::Agent, ApiRequest::IngestSpool) => match self.ingest_spool().await {
+                Ok(v) => ApiResponse::json(200, &v),
+                Err(e) => internal(e),
+            },
+            (Role::Agent, ApiRequest::Health) => health(),
+            (Role::Agent, other) => {
+                ApiResponse::error(404, &format!("{other:?} is not served on the agent socket"))
+            }
+            (Role::Admin, request) => admin(self, request).await,
+        }
+    }
+
+    async fn rejected(&self, role: Role, peer: Peer, rejection: Rejection) -> ApiResponse {
+        // Audit refused agent requests too: a malformed decide is worth knowing about.
+        if role == Role::Agent {
+            self.request_refused(
+                peer,
+                format!(
+                    "request refused ({}): {}",
+                    rejection.status, rejection.message
+                ),
+            )
+            .await;
+        }
+        ApiResponse::error(rejection.status, &rejection.message)
+    }
+}
+
+/// The operator's requests.
+async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
+    match request {
+        ApiRequest::Status => ApiResponse::json(200, &engine.status().await),
+        ApiRequest::AuditQuery(q) => {
+            match engine.store().read(move |c| audit::query(c, &q)).await {
+                Ok(rows) => ApiResponse::json(200, &rows),
+                Err(e) => internal(e),
+            }
+        }
+        ApiRequest::AuditShow(id) => {
+            let found = engine
+                .store()
+                .read(move |c| Ok(audit::get(c, id)?.map(|row| (row, audit::outcomes_of(c, id)))))
+                .await;
+            match found {
+                Ok(Some((row, Ok(outcomes)))) => {
+                    ApiResponse::json(200, &json!({"row": row, "outcomes": outcomes}))
+                }
+                Ok(Some((_, Err(e)))) | Err(e) => internal(e),
+                Ok(None) => ApiResponse::error(404, &format!("no audit row {id}")),
+            }
+        }
+        ApiRequest::AuditVerify => match engine.store().read(audit::verify).await {
+            Ok(report) => ApiResponse::json(200, &report),
+            Err(e) => internal(e),
+        },
+        ApiRequest::Rules => match engine.rules_list().await {
+            Ok((revision, rules)) => {
+                ApiResponse::json(200, &json!({"revision": revision, "rules": rules}))
+            }
+            Err(e) => internal(e),
+        },
+        ApiRequest::RuleShow(id) => match engine.rule_show(id).await {
+            Ok(shown) => ApiResponse::json(200, &shown),
+            Err(e) => rule_error(e),
+        },
+        ApiRequest::AddRule(add) => rule_answer(
+            engine
+                .rules_add(NewRuleRequest {
+                    kind: add.kind,
+                    project: add.project,
+                    command: add.command,
+                    note: add.note,
+                    if_revision: add.if_revision,
+                })
+                .await,
+        ),
+        ApiRequest::SetRuleEnabled { id, enabled, edit } => rule_answer(
+            engine
+                .rules_set_enabled(id, enabled, edit.if_revision)
+                .await,
+        ),
+        ApiRequest::RemoveRule { id, edit } => {
+            rule_answer(engine.rules_remove(id, edit.if_revision).await)
+        }
+        ApiRequest::ResetBreaker(ResetBreaker { scope }) => {
+            match engine.reset_breakers(scope.as_deref()).await {
+                Ok(scopes) => ApiResponse::json(200, &json!({"reset": scopes})),
+                Err(e) => internal(e),
+            }
+        }
+        ApiRequest::Pending => ApiResponse::json(200, &engine.pending.list()),
+        ApiRequest::AnswerPending(PendingAnswer { id, approve, body }) => {
+            match engine
+                .answer_pending(id, approve, body.remember, body.note.as_deref())
+                .await
+            {
+                Ok(v) => ApiResponse::json(200, &v),
+                Err(e) => answer_error(e),
+            }
+        }
+        ApiRequest::IngestSpool => match engine.ingest_spool().await {
+            Ok(v) => ApiResponse::json(200, &v),
+            Err(e) => internal(e),
+        },
+        ApiRequest::Health => health(),
+        ApiRequest::Decide(_) | ApiRequest::Outcome(_) => {
+            ApiResponse::error(404, "not on the admin socket")
+        }
+    }
+}

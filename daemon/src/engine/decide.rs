@@ -1,0 +1,604 @@
+//! The decision pipeline, one function per step: validate the request's facts, canonicalise its
+//! paths (file-system IO, off the async runtime), take one coherent snapshot (tier map, rules,
+//! breaker), let the policy decide (twice for a read tool reached through a symbolic link), test-run
+//! when the policy asks for it, derive the learning event and the breaker signal, and commit the
+//! audit row with the breaker state and learning before the answer leaves.
+//!
+//! Every early exit is an audited deny (`finish_early`); a deadline or a failed audit write is a
+//! deny too (`fail_closed`); a failed test-run is ask, never allow (`after_test_run`).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cmdgate_policy::breaker::Signal;
+use cmdgate_policy::decide::{
+    self, after_test_run, Context, Decision, Request, RuleSet, SandboxVerdict, Source, Step, Tool,
+};
+use cmdgate_policy::learn::{LearnEvent, PromotionContext};
+use cmdgate_policy::locations::Locations;
+use cmdgate_policy::shell::read::{ReadPolicy, SecretPaths, DEFAULT_SECRET_PATTERNS};
+use cmdgate_policy::shell::Limits;
+use cmdgate_policy::tiermap::Snapshot;
+use cmdgate_policy::time::UnixMillis;
+use cmdgate_policy::wire::{self, DecideRequest, DecideResponse, Verdict};
+use cmdgate_sandbox::RunAs;
+
+use crate::clock;
+use crate::engine::breakers::{persist_breakers, Changed};
+use crate::engine::learning::{self, apply_learning, with_id};
+use crate::engine::record::{describe_parts, request_entry, wire_source, wire_source_name};
+use crate::engine::testrun::Target;
+use crate::engine::tiermaps::MapEvent;
+use crate::engine::{Engine, Peer};
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::StoreError;
+
+/// A request refused before the policy ran.
+struct Early {
+    entry: Entry,
+    why: String,
+}
+
+/// The request's facts, validated.
+struct Validated {
+    tool: Tool,
+    /// `CLAUDE_PROJECT_DIR` as the hook sent it (absolute), if any.
+    claude_dir: Option<PathBuf>,
+}
+
+/// Where the request runs, as the file system resolves it.
+struct Place {
+    root: PathBuf,
+    cwd: PathBuf,
+    root_s: String,
+    cwd_s: String,
+}
+
+/// One coherent snapshot: the tier map, the rules and the breaker, read together.
+struct Coherent {
+    snapshot: Arc<Snapshot>,
+    rules: Arc<RuleSet>,
+    breaker_open: bool,
+    /// Transitions reading the breaker made (a cooldown ending): persisted with the row.
+    breaker_changes: Vec<Changed>,
+}
+
+/// What the policy's step came to, with the evidence a test-run gathered.
+struct Outcome {
+    decision: Decision,
+    /// The learning event this decision is (its audit row id is filled in at commit).
+    learn: Option<(String, LearnEvent)>,
+    /// The command's classification under the map its test-run ran under.
+    classified: Option<String>,
+}
+
+/// Step 1: the request's facts, validated (no IO).
+fn validate(req: &DecideRequest) -> Result<Validated, String> {
+    if !Path::new(&req.cwd).is_absolute() {
+        return Err(format!("cwd {:?} is not an absolute path", req.cwd));
+    }
+    let tool = Tool::from_claude(&req.tool_name, &req.tool_input)
+        .map_err(|e| format!("unreadable tool call: {e}"))?;
+    let claude_dir = (!req.project_dir.is_empty()).then(|| PathBuf::from(&req.project_dir));
+    if claude_dir.as_deref().is_some_and(|d| !d.is_absolute()) {
+        return Err(format!(
+            "project_dir {:?} is not an absolute path",
+            req.project_dir
+        ));
+    }
+    Ok(Validated { tool, claude_dir })
+}
+
+/// Step 2: the project root (git root of cwd unless the hook named it) and the canonical cwd.
+/// Both read the file system, so they run on the blocking pool, never on the async runtime.
+async fn canonicalise(cwd: &str, claude_dir: Option<PathBuf>) -> Result<Place, String> {
+    let cwd = PathBuf::from(cwd);
+    tokio::task::spawn_blocking(move || {
+        let (root, _) = crate::engine::project::project_root(&cwd, claude_dir.as_deref());
+        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+        Place {
+            root_s: root.to_string_lossy().into_owned(),
+            cwd_s: cwd.to_string_lossy().into_owned(),
+            root,
+            cwd,
+        }
+    })
+    .await
+    .map_err(|e| format!("the request's paths could not be resolved ({e})"))
+}
+
+/// What the policy needs from the engine for one judgement, owned (it runs on the blocking pool).
+struct Judge {
+    tool: Tool,
+    place_root: String,
+    place_cwd: String,
+    snapshot: Arc<Snapshot>,
+    rules: Arc<RuleSet>,
+    breaker_open: bool,
+    uid: u32,
+    locations: Locations,
+    extra_secrets: Vec<String>,
+}
+
+/// Step 4: the policy's step. A read tool's path is judged as spelled (the policy does no IO); a
+/// symbolic link can lead elsewhere (`notes.txt -> ~/.ssh/id_rsa`), so an allow must hold where it
+/// resolves too. The agent's home (password database), the listing of a searched directory and
+/// the link resolution read the system: this runs on the blocking pool. Returns the step and the
+/// agent's home.
+fn judge(j: Judge) -> (Step, String) {
+    let home = agent_home(j.uid);
+    let own_paths = j.locations.own_paths(&home);
+    let mut secrets: Vec<String> = DEFAULT_SECRET_PATTERNS
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    secrets.extend(j.extra_secrets);
+    let read_policy = ReadPolicy {
+        home: home.clone(),
+        cwd: None,
+        project: None,
+        secrets: SecretPaths::new(&secrets, &home),
+        extension: None,
+        // Lists the cwd / project root for a recursive search of it (only when asked).
+        listing: Some(&crate::engine::listing::list_dir),
+    };
+    let ctx = Context {
+        snapshot: &j.snapshot,
+        rules: &j.rules,
+        breaker_open: j.breaker_open,
+        read_policy: &read_policy,
+        limits: Limits::default(),
+        home: &home,
+        own_paths: &own_paths,
+    };
+    let request = Request {
+        tool: &j.tool,
+        project_root: &j.place_root,
+        cwd: &j.place_cwd,
+    };
+    let step = decide::decide(request, ctx);
+    let step = match (&step, resolved_read_tool(&j.tool, &j.place_cwd)) {
+        (Step::Decided(Decision::Allow(_)), Some(real)) => match decide::decide(
+            Request {
+                tool: &real,
+                ..request
+            },
+            ctx,
+        ) {
+            Step::Decided(Decision::Allow(_)) => step,
+            stricter => stricter,
+        },
+        _ => step,
+    };
+    (step, home)
+}
+
+/// Step 7: the breaker signal a decision sends (a dirty test-run, a denial, a clean test-run).
+fn breaker_signal(decision: &Decision, learn: &Option<(String, LearnEvent)>) -> Option<Signal> {
+    match (decision, learn) {
+        (_, Some((_, LearnEvent::DirtyTestRun(_)))) => Some(Signal::DirtyTestRun),
+        (Decision::Deny(_), _) => Some(Signal::Denial),
+        (_, Some((_, LearnEvent::CleanTestRun(_)))) => Some(Signal::Success),
+        _ => None,
+    }
+}
+
+impl Engine {
+    /// Decides one request within the daemon's deadline (a deny when it cannot), then holds an
+    /// "ask" for the operator in background mode.
+    pub async fn decide(&self, peer: Peer, req: DecideRequest) -> DecideResponse {
+        let started = Instant::now();
+        let budget = self.config.decide_deadline();
+        let result = tokio::time::timeout(budget, self.decide_within(peer, &req, started)).await;
+        let response = match result {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                self.audit_integrity.failed("decision", &e);
+                self.fail_closed(
+                    peer,
+                    &req,
+                    started,
+                    format!("the audit could not be written ({e})"),
+                )
+                .await
+            }
+            Err(_) => {
+                self.fail_closed(
+                    peer,
+                    &req,
+                    started,
+                    format!(
+                        "no decision within the daemon's {} ms deadline",
+                        budget.as_millis()
+                    ),
+                )
+                .await
+            }
+        };
+        // Background mode: the ask waits for the operator (outside the pipeline's deadline, inside
+        // the hook's).
+        let response = if response.decision == Verdict::Ask && self.holds_asks(&req) {
+            self.hold(&req, response, started).await
+        } else {
+            response
+        };
+        self.decisions.fetch_add(1, Ordering::Relaxed);
+        response
+    }
+
+    /// A deny for a request the pipeline could not finish, audited if the store still takes it.
+    async fn fail_closed(
+        &self,
+        peer: Peer,
+        req: &DecideRequest,
+        started: Instant,
+        why: String,
+    ) -> DecideResponse {
+        let reason = format!("cmdgate could not decide, so it refuses: {why}");
+        let mut entry = request_entry(peer, req);
+        entry.decision = Some("deny".into());
+        entry.source = Some(wire_source_name(wire::Source::FailClosed).into());
+        entry.reason = Some(reason.clone());
+        entry.latency_us = Some(micros(started));
+        let audit_id =
+            match tokio::time::timeout(Duration::from_secs(2), self.store.append(entry)).await {
+                Ok(Ok(row)) => Some(row.id as u64),
+                Ok(Err(e)) => {
+                    self.audit_integrity.failed("fail-closed deny", &e);
+                    None
+                }
+                Err(_) => {
+                    self.audit_integrity
+                        .failed("fail-closed deny", &"no commit within 2 s");
+                    None
+                }
+            };
+        DecideResponse::fail_closed(reason, None, audit_id)
+    }
+
+    async fn decide_within(
+        &self,
+        peer: Peer,
+        req: &DecideRequest,
+        started: Instant,
+    ) -> Result<DecideResponse, StoreError> {
+        let now = clock::now();
+        let mut entry = request_entry(peer, req);
+        let early = |entry: Entry, why: String| Early { entry, why };
+        // 1. Validate.
+        let Validated { tool, claude_dir } = match validate(req) {
+            Ok(v) => v,
+            Err(why) => return self.finish_early(early(entry, why), started).await,
+        };
+        // 2. Canonicalise.
+        let place = match canonicalise(&req.cwd, claude_dir).await {
+            Ok(p) => p,
+            Err(why) => return self.finish_early(early(entry, why), started).await,
+        };
+        entry.project = Some(place.root_s.clone());
+        entry.cwd = Some(place.cwd_s.clone());
+        // 3. One coherent snapshot.
+        let coherent = match self.snapshot(&req.agent.session_id, &place, now).await? {
+            Ok(c) => c,
+            Err(why) => return self.finish_early(early(entry, why), started).await,
+        };
+        // 4. Decide.
+        let judged = tokio::task::spawn_blocking({
+            let j = Judge {
+                tool: tool.clone(),
+                place_root: place.root_s.clone(),
+                place_cwd: place.cwd_s.clone(),
+                snapshot: Arc::clone(&coherent.snapshot),
+                rules: Arc::clone(&coherent.rules),
+                breaker_open: coherent.breaker_open,
+                uid: peer.uid,
+                locations: self.paths.locations.clone(),
+                extra_secrets: self.config.secret_paths.clone(),
+            };
+            move || judge(j)
+        })
+        .await;
+        let (step, home) = match judged {
+            Ok(j) => j,
+            Err(e) => {
+                let why = format!("the policy could not judge the request ({e})");
+                return self.finish_early(early(entry, why), started).await;
+            }
+        };
+        describe_parts(&mut entry, &tool, &coherent.snapshot);
+        // 5. Test-run, when the policy asks for one.
+        let Outcome {
+            decision,
+            mut learn,
+            classified,
+        } = self
+            .test_run(step, peer, &place, home, &coherent.snapshot, &mut entry)
+            .await;
+        let (verdict, ev) = match &decision {
+            Decision::Allow(e) => (Verdict::Allow, e),
+            Decision::Deny(e) => (Verdict::Deny, e),
+            Decision::Ask(e) => (Verdict::Ask, e),
+        };
+        // 6. Learn: a remembered rejection counts against the command's learning record.
+        if let (Decision::Deny(e), Tool::Bash { command }) = (&decision, &tool) {
+            if e.source == Source::Remembered {
+                learn = learning::key_of(command).map(|k| (k, LearnEvent::Rejected(0)));
+            }
+        }
+        let source = wire_source(ev.source);
+        entry.decision = Some(verdict.as_str().into());
+        entry.source = Some(wire_source_name(source).into());
+        entry.rule = ev.rule.clone();
+        entry.reason = Some(ev.reason.clone());
+        entry.tiermap_revision = ev.revision.and_then(|r| i64::try_from(r).ok());
+        // 7. Breaker signal.
+        let mut changes = coherent.breaker_changes;
+        if let Some(s) = breaker_signal(&decision, &learn) {
+            changes.extend(self.breakers.record(&req.agent.session_id, s, now).await);
+        }
+        // 8. Commit the row (with breaker state and learning) before answering.
+        entry.latency_us = Some(micros(started));
+        let row_id = self
+            .commit(
+                entry,
+                changes,
+                learn,
+                place.root_s,
+                coherent.breaker_open,
+                classified,
+            )
+            .await?;
+        Ok(DecideResponse {
+            v: wire::WIRE_VERSION,
+            decision: verdict,
+            reason: ev.reason.clone(),
+            source,
+            rule: ev.rule.clone(),
+            tiermap_revision: ev.revision,
+            audit_id: u64::try_from(row_id).ok(),
+        })
+    }
+
+    /// Step 3: the project's tier map (a new, rejected or replayed map is audited and signalled
+    /// first), the rules (reloaded if a reload failed since a change; refused if it fails again) and
+    /// the breaker, read together. `Ok(Err(why))` refuses the request.
+    async fn snapshot(
+        &self,
+        session: &str,
+        place: &Place,
+        now: UnixMillis,
+    ) -> Result<Result<Coherent, String>, StoreError> {
+        let loaded = self.tiermaps.get(&place.root, &self.store).await?;
+        if let Some(event) = loaded.event {
+            self.map_event(session, event, &place.root_s, &loaded.snapshot)
+                .await?;
+        }
+        if self.rules.is_stale() {
+            if let Err(e) = self.reload_rules().await {
+                return Ok(Err(format!(
+                    "the remembered and learned rules could not be reloaded after a change ({e}); \
+                     cmdgate refuses every routed call until they load (`cmdgate status`, the daemon's log)"
+                )));
+            }
+        }
+        let rules = self.rules.current();
+        let (breaker_open, breaker_changes) = self.breakers.is_open(session, now).await;
+        Ok(Ok(Coherent {
+            snapshot: loaded.snapshot,
+            rules,
+            breaker_open,
+            breaker_changes,
+        }))
+    }
+
+    /// Step 5: a decided step as it is; a test-run step runs in the mirror (as the agent's uid,
+    /// with its home) and comes back through `after_test_run`, with its learning event.
+    async fn test_run(
+        &self,
+        step: Step,
+        peer: Peer,
+        place: &Place,
+        home: String,
+        snapshot: &Snapshot,
+        entry: &mut Entry,
+    ) -> Outcome {
+        let plan = match step {
+            Step::Decided(decision) => {
+                return Outcome {
+                    decision,
+                    learn: None,
+                    classified: None,
+                }
+            }
+            Step::TestRun(plan) => plan,
+        };
+        let target = Target {
+            root: &place.root,
+            cwd: &place.cwd,
+            home: Some(PathBuf::from(&home)),
+            run_as: Some(RunAs {
+                uid: peer.uid,
+                gid: peer.gid,
+            }),
+        };
+        let ran = self
+            .testruns
+            .run(&plan, target, self.config.test_run_deadline())
+            .await;
+        entry.sandbox = Some(ran.detail.to_string());
+        let learn = match &ran.verdict {
+            SandboxVerdict::Clean => Some((plan.key.clone(), LearnEvent::CleanTestRun(0))),
+            SandboxVerdict::Dirty { .. } => Some((plan.key.clone(), LearnEvent::DirtyTestRun(0))),
+            SandboxVerdict::Failed { .. } => None,
+        };
+        Outcome {
+            decision: after_test_run(&plan, &ran.verdict),
+            learn,
+            classified: Some(learning::classification_of(&plan.command, snapshot)),
+        }
+    }
+
+    /// Step 8: the audit row, the breaker changes and the learning event in one transaction; the
+    /// rules are reloaded when learning changed them. Returns the row's id.
+    async fn commit(
+        &self,
+        entry: Entry,
+        changes: Vec<Changed>,
+        learn: Option<(String, LearnEvent)>,
+        project: String,
+        breaker_open: bool,
+        classified: Option<String>,
+    ) -> Result<i64, StoreError> {
+        let promotion = self.config.promotion.clone();
+        let (row, learned) = self
+            .store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))?;
+                let learned = match learn {
+                    Some((key, event)) => {
+                        let event = with_id(event, row.id);
+                        apply_learning(
+                            c,
+                            &project,
+                            &key,
+                            event,
+                            PromotionContext {
+                                needs_person_or_denied: false,
+                                breaker_open,
+                                classification: classified.as_deref(),
+                            },
+                            &promotion,
+                        )?
+                    }
+                    None => false,
+                };
+                Ok((row, learned))
+            })
+            .await?;
+        if learned {
+            self.reload_rules().await?;
+        }
+        Ok(row.id)
+    }
+
+    async fn finish_early(
+        &self,
+        early: Early,
+        started: Instant,
+    ) -> Result<DecideResponse, StoreError> {
+        let Early { mut entry, why } = early;
+        let reason = format!("refused: {why}");
+        entry.decision = Some("deny".into());
+        entry.source = Some(wire_source_name(wire::Source::FailClosed).into());
+        entry.reason = Some(reason.clone());
+        entry.latency_us = Some(micros(started));
+        let row = self.store.append(entry).await?;
+        Ok(DecideResponse::fail_closed(
+            reason,
+            None,
+            u64::try_from(row.id).ok(),
+        ))
+    }
+
+    async fn map_event(
+        &self,
+        session: &str,
+        event: MapEvent,
+        root: &str,
+        snapshot: &Arc<Snapshot>,
+    ) -> Result<(), StoreError> {
+        let now = clock::now();
+        let changes = match event.integrity {
+            Some(i) => {
+                self.breakers
+                    .record(session, Signal::Integrity(i), now)
+                    .await
+            }
+            None => Vec::new(),
+        };
+        if event.what == "rejected" {
+            eprintln!("cmdgated: {}: {}", event.project, event.detail);
+        }
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Tiermap.as_str().into(),
+            session: Some(session.to_owned()),
+            project: Some(event.project.clone()),
+            decision: Some(event.what.into()),
+            reason: Some(event.detail.clone()),
+            tiermap_revision: event.revision.and_then(|r| i64::try_from(r).ok()),
+            note: event.integrity.map(|i| format!("integrity: {i:?}")),
+            ..Entry::default()
+        };
+        // A newly accepted revision demotes the learned entries it reclassifies (in the same
+        // transaction as its audit row, before this decision reads the rules).
+        let review = (event.what == "accepted").then(|| {
+            (
+                root.to_owned(),
+                Arc::clone(snapshot),
+                self.config.promotion.clone(),
+            )
+        });
+        let changed = self
+            .store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))?;
+                match review {
+                    Some((root, snapshot, promotion)) => {
+                        learning::review(c, &root, &snapshot, row.id, &promotion)
+                    }
+                    None => Ok(false),
+                }
+            })
+            .await?;
+        if changed {
+            self.reload_rules().await?;
+        }
+        Ok(())
+    }
+}
+
+fn micros(started: Instant) -> i64 {
+    i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX)
+}
+
+/// A read tool (`Read`, `Glob`, `Grep`, `LS`) with its path as the file system resolves it
+/// (symbolic links followed), when that differs from how it is spelled; `None` otherwise, or when
+/// it does not resolve (nothing there to read through a link).
+fn resolved_read_tool(tool: &Tool, cwd: &str) -> Option<Tool> {
+    let real = |path: &str| -> Option<String> {
+        let spelled = Path::new(cwd).join(path);
+        let real = std::fs::canonicalize(&spelled).ok()?;
+        (real != spelled).then(|| real.to_string_lossy().into_owned())
+    };
+    match tool {
+        Tool::Read { tool, path } => Some(Tool::Read {
+            tool: tool.clone(),
+            path: real(path)?,
+        }),
+        Tool::Search {
+            tool,
+            path,
+            pattern,
+        } => Some(Tool::Search {
+            tool: tool.clone(),
+            path: Some(real(path.as_deref().unwrap_or("."))?),
+            pattern: pattern.clone(),
+        }),
+        _ => None,
+    }
+}
+
+/// The agent's home: from the password database for its uid, else the daemon's `$HOME`.
+fn agent_home(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.dir.to_string_lossy().into_owned())
+        .or_else(|| std::env::var("HOME").ok())
+        .unwrap_or_else(|| "/".into())
+}

@@ -1,0 +1,399 @@
+//! The engine: the daemon's state and what it does with a request — the decision pipeline
+//! (`decide.rs`: validate → canonicalise → snapshot → decide → test-run → learn → breaker signal →
+//! commit, audited before it is answered), outcomes and the hook's spool (`outcome.rs`), and the
+//! operator's actions, each in the component that owns its state: rules (`rules.rs`,
+//! `rules_admin.rs`), breakers (`breakers.rs`), approvals (`approvals.rs`, `pending.rs`), tier maps
+//! (`tiermaps.rs`), test-runs (`testrun.rs`), notifications (`notify.rs`).
+//!
+//! No HTTP here: the engine returns domain results and `crate::api` maps them to status codes.
+//! Every error path ends in deny: a request that cannot be read, a store that cannot commit, a
+//! deadline that passes. The only answers that allow are `decide`'s, after their audit row is
+//! committed.
+
+pub mod approval_notes;
+pub mod approvals;
+pub mod breakers;
+mod decide;
+pub mod integrity;
+pub mod learning;
+pub mod listing;
+pub mod notify;
+mod outcome;
+pub mod pending;
+pub mod project;
+mod record;
+pub mod rules;
+pub mod rules_admin;
+pub mod testrun;
+pub mod tiermaps;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cmdgate_policy::breaker::{BreakerConfig, Integrity, Signal};
+use cmdgate_sandbox::HelperCommand;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use crate::clock;
+use crate::config::{Config, Paths};
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::{state, Store, StoreError};
+use breakers::{persist_breakers, BreakerBoard, Breakers};
+use notify::{Notifier, NotifyConfig};
+use pending::Pending;
+use rules::Rules;
+use testrun::TestRunner;
+use tiermaps::TierMaps;
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the store")]
+    Store(#[from] StoreError),
+    #[error("stored rule {id} has an unknown kind {kind:?}")]
+    Rule { id: i64, kind: String },
+}
+
+/// What the binary hands the engine.
+pub struct Options {
+    pub config: Config,
+    pub paths: Paths,
+    /// How the sandbox library starts its helper (`cmdgated __sandbox-helper`, `cmdgate sandbox __helper`).
+    pub helper: HelperCommand,
+    /// The daemon's own uid: the default allowed peer.
+    pub uid: u32,
+}
+
+/// Which socket a caller came in on: the agent's (decide, outcome) or the operator's (admin). The
+/// allowed peers differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Agent,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+/// The connecting process, as the kernel reports it (`SO_PEERCRED`): it cannot be forged by the
+/// client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "uid={} gid={}", self.uid, self.gid)?;
+        if let Some(pid) = self.pid {
+            write!(f, " pid={pid}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The engine: configuration and the components, each owning its state.
+pub struct Engine {
+    pub config: Config,
+    pub paths: Paths,
+    pub(crate) store: Store,
+    pub(crate) tiermaps: TierMaps,
+    /// Remembered and learned rules, swapped whole on a change.
+    pub(crate) rules: Rules,
+    /// Per-session and global circuit breakers (announced on the desktop when they move).
+    pub(crate) breakers: BreakerBoard,
+    pub(crate) testruns: TestRunner,
+    started: Instant,
+    uid: u32,
+    decisions: AtomicU64,
+    refused: AtomicU64,
+    /// Desktop notifications (breaker trips, held asks); never delays a decision.
+    pub(crate) notifier: Arc<Notifier>,
+    /// Asks held for the operator (background mode); in memory only.
+    pub(crate) pending: Pending,
+    /// Serialises spool ingestion (a timer and requests may both trigger it).
+    spool_lock: Mutex<()>,
+    /// Audit writes that failed (never silent: logged, counted, in `status`).
+    pub(crate) audit_integrity: integrity::AuditIntegrity,
+}
+
+/// The global breaker trips at five times the session threshold: one runaway session should not
+/// stop every other, many should.
+fn global_breaker(session: &BreakerConfig) -> BreakerConfig {
+    BreakerConfig {
+        threshold: session.threshold.max(1).saturating_mul(5),
+        ..session.clone()
+    }
+}
+
+impl Engine {
+    /// Opens the store, restores rules and breakers, prepares test-runs.
+    pub async fn open(options: Options) -> Result<Arc<Engine>, StartError> {
+        let Options {
+            config,
+            paths,
+            helper,
+            uid,
+        } = options;
+        let store = Store::open(&paths.db)?;
+        let rules = match store.read(rules::load).await? {
+            Ok(r) => Rules::new(r),
+            Err((id, kind)) => return Err(StartError::Rule { id, kind }),
+        };
+        let rows = store.read(state::breakers).await?;
+        let (mut breakers, problems) = Breakers::restore(
+            config.breaker.clone(),
+            global_breaker(&config.breaker),
+            rows,
+        );
+        breakers.restore_last(store.read(state::last_breaker_transitions).await?);
+        for p in problems {
+            eprintln!("cmdgated: breaker state: {p} (starting that breaker fresh)");
+        }
+        let notifier = Notifier::new(NotifyConfig {
+            enabled: config.notify.enabled,
+            ..NotifyConfig::default()
+        });
+        let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone());
+        if let Some(why) = testruns.unavailable() {
+            eprintln!("cmdgated: test-runs unavailable: {why}; tier 1 and unknown commands will be asked, never allowed");
+        }
+        // Publish the accepted revisions before serving, so the hook's replay check is right
+        // from the first call.
+        let tiermaps = TierMaps::new(PathBuf::from(paths.locations.trusted_keys()))
+            .publishing(PathBuf::from(paths.locations.tiermap_revisions()));
+        tiermaps.publish(&store).await?;
+        Ok(Arc::new(Engine {
+            tiermaps,
+            config,
+            paths,
+            store,
+            rules,
+            breakers: BreakerBoard::new(breakers, Arc::clone(&notifier)),
+            testruns,
+            started: Instant::now(),
+            uid,
+            decisions: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            spool_lock: Mutex::new(()),
+            pending: Pending::default(),
+            notifier,
+            audit_integrity: integrity::AuditIntegrity::default(),
+        }))
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Denies every pending approval and refuses new ones (shutdown begins): their hooks get an
+    /// answer before the connections close, and nothing waits into the next run.
+    pub fn stop_holding(&self) -> usize {
+        self.pending.cancel_all("the cmdgate daemon is stopping")
+    }
+
+    /// Commits everything queued and stops the store writer (graceful shutdown).
+    pub async fn close(&self) {
+        self.store.close().await;
+    }
+
+    /// Reloads the rules from the store (after a committed change).
+    pub(crate) async fn reload_rules(&self) -> Result<(), StoreError> {
+        self.rules.reload(&self.store).await
+    }
+
+    /// Prunes quiet session breakers and their rows (called from the spool timer).
+    pub async fn prune_breakers(&self) -> Result<usize, StoreError> {
+        self.breakers.prune(&self.store).await
+    }
+
+    // ----- peers --------------------------------------------------------------------------------
+
+    /// May this peer use this socket? The configured uids/gids, else the daemon's own uid.
+    pub fn peer_allowed(&self, role: Role, peer: &Peer) -> bool {
+        let p = &self.config.peers;
+        let (uids, gids) = match role {
+            Role::Agent => (&p.decide_uids, &p.decide_gids),
+            Role::Admin => (&p.admin_uids, &p.admin_gids),
+        };
+        if uids.is_empty() && gids.is_empty() {
+            return peer.uid == self.uid;
+        }
+        uids.contains(&peer.uid) || gids.contains(&peer.gid)
+    }
+
+    /// A peer was refused: an integrity signal for the global breaker and an audit row.
+    pub async fn peer_refused(&self, role: Role, peer: Peer) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        eprintln!("cmdgated: refused {peer} on the {} socket", role.as_str());
+        let changes = self
+            .breakers
+            .record_global(Signal::Integrity(Integrity::RefusedPeer), clock::now())
+            .await;
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::RefusedPeer.as_str().into(),
+            decision: Some("deny".into()),
+            peer: Some(peer.to_string()),
+            note: Some(format!("peer not allowed on the {} socket", role.as_str())),
+            ..Entry::default()
+        };
+        let written = self
+            .store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))
+            })
+            .await;
+        if let Err(e) = written {
+            self.audit_integrity.failed("refused peer", &e);
+        }
+    }
+
+    /// An agent request that could not be parsed: audited as a fail-closed deny (a malformed
+    /// decide is worth knowing about).
+    pub async fn request_refused(&self, peer: Peer, why: String) {
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Decision.as_str().into(),
+            decision: Some("deny".into()),
+            source: Some(record::wire_source_name(cmdgate_policy::wire::Source::FailClosed).into()),
+            reason: Some(why),
+            peer: Some(peer.to_string()),
+            ..Entry::default()
+        };
+        if let Err(e) = self.store.append(entry).await {
+            self.audit_integrity.failed("refused request", &e);
+        }
+    }
+
+    // ----- admin --------------------------------------------------------------------------------
+
+    /// `cmdgate breaker reset [--session ID | --global]`: the scopes reset, audited.
+    pub async fn reset_breakers(&self, scope: Option<&str>) -> Result<Vec<String>, StoreError> {
+        let changes = self.breakers.reset(scope, clock::now()).await;
+        let scopes: Vec<String> = changes.iter().map(|c| c.scope.clone()).collect();
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Breaker.as_str().into(),
+            decision: Some("reset".into()),
+            reason: Some(format!("operator reset: {}", scopes.join(", "))),
+            ..Entry::default()
+        };
+        self.store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))
+            })
+            .await?;
+        Ok(scopes)
+    }
+
+    /// What the running daemon is doing (`GET /admin/status`).
+    pub async fn status(&self) -> Value {
+        let now = clock::now();
+        let breakers = self.breakers.summary(now).await;
+        let last = self
+            .store
+            .read(|c| {
+                audit::query(
+                    c,
+                    &audit::Query {
+                        limit: Some(1),
+                        newest: true,
+                        ..Default::default()
+                    },
+                )
+            })
+            .await;
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "uptime_s": self.started.elapsed().as_secs(),
+            "mode": self.paths.mode,
+            "paths": {
+                "config": self.paths.config_file,
+                "store": self.paths.db,
+                "decide_socket": self.paths.decide_socket,
+                "admin_socket": self.paths.admin_socket,
+                "spool": self.paths.spool_dir,
+                "trusted_keys": self.paths.locations.trusted_keys(),
+            },
+            "decisions_served": self.decisions.load(Ordering::Relaxed),
+            "peers_refused": self.refused.load(Ordering::Relaxed),
+            "last_audit_id": last.ok().and_then(|rows| rows.last().map(|r| r.id)),
+            "test_runs": match self.testruns.unavailable() { None => json!("available"), Some(why) => json!(format!("unavailable: {why}")) },
+            "deadlines_ms": {"decide": self.config.deadlines.decide_ms, "test_run": self.config.deadlines.test_run_ms},
+            "breakers": breakers,
+            "projects": self.tiermaps.status().await,
+            "rules": self.rules.current().rules().len(),
+            "rules_stale": self.rules.is_stale(),
+            "audit_failures": self.audit_integrity.summary(),
+            "approvals": {"mode": self.config.approvals.mode, "wait_ms": self.config.approvals.wait_ms, "pending": self.pending.len()},
+            "notifications": {"enabled": self.config.notify.enabled, "delivered": self.notifier.delivered(), "last_error": self.notifier.last_error()},
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_audit_write_is_counted_and_shown_in_status() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_string_lossy().into_owned();
+        let var = |k: &str| match k {
+            "CMDGATE_HOME" => Some(format!("{root}/data")),
+            "CMDGATE_CONFIG_DIR" => Some(format!("{root}/config")),
+            "XDG_RUNTIME_DIR" => Some(format!("{root}/run")),
+            "HOME" => Some(root.clone()),
+            _ => None,
+        };
+        let config = Config::default();
+        let paths = Paths::resolve(&var, &config);
+        let engine = Engine::open(Options {
+            config,
+            paths,
+            helper: HelperCommand {
+                program: "/nonexistent/cmdgated".into(),
+                args: Vec::new(),
+            },
+            uid: 0,
+        })
+        .await
+        .unwrap();
+        assert_eq!(engine.status().await["audit_failures"]["count"], 0);
+        // The writer stops: every later audit write fails.
+        engine.close().await;
+        let peer = Peer {
+            uid: 4242,
+            gid: 4242,
+            pid: None,
+        };
+        engine.peer_refused(Role::Admin, peer).await;
+        engine
+            .request_refused(peer, "request refused (400): test".into())
+            .await;
+        let status = engine.status().await;
+        assert_eq!(status["audit_failures"]["count"], 2, "{status}");
+        assert_eq!(status["audit_failures"]["last"]["what"], "refused request");
+        assert!(status["audit_failures"]["last"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("writer"));
+    }
+}

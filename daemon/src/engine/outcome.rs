@@ -1,0 +1,277 @@
+//! What happened after a decision: the hook's outcome reports (PostToolUse/PostToolUseFailure),
+//! which feed the breaker and the learned allowlist, and the hook's spool of reports and local
+//! allows it could not deliver. Spool lines come from the agent's uid: claims for the audit, never
+//! authority.
+
+use std::path::Path;
+
+use cmdgate_policy::breaker::{Integrity, Signal};
+use cmdgate_policy::decide::canonical_key;
+use cmdgate_policy::learn::{LearnEvent, PromotionContext};
+use cmdgate_policy::shell::{self, Analysis, Limits};
+use cmdgate_policy::wire::{self, OutcomeReport};
+use serde_json::{json, Value};
+
+use crate::clock;
+use crate::engine::breakers::persist_breakers;
+use crate::engine::learning::apply_learning;
+use crate::engine::record::{sanitize, summarize_tool, wire_source_name};
+use crate::engine::{Engine, Peer};
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::StoreError;
+
+/// Largest spool file ingested at once; the rest waits for the next round.
+const MAX_SPOOL_BYTES: u64 = 16 << 20;
+
+impl Engine {
+    /// Records an outcome report (from the hook, or from its spool with why it was undelivered).
+    pub(crate) async fn outcome(
+        &self,
+        peer: Option<Peer>,
+        report: OutcomeReport,
+        spooled: Option<String>,
+    ) -> Result<i64, StoreError> {
+        let now = clock::now();
+        // An interrupted call says nothing about the command: the person stopped it.
+        let signal = match (report.success, report.interrupted) {
+            (true, _) => Some(Signal::Success),
+            (false, false) => Some(Signal::FailedOutcome),
+            (false, true) => None,
+        };
+        let changes = match signal {
+            Some(s) => self.breakers.record(&report.agent.session_id, s, now).await,
+            None => Vec::new(),
+        };
+        let (breaker_open, ticked) = self.breakers.is_open(&report.agent.session_id, now).await;
+        let changes = [changes, ticked].concat();
+        let promotion = self.config.promotion.clone();
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Outcome.as_str().into(),
+            session: Some(report.agent.session_id.clone()),
+            agent_id: report.agent.agent_id.clone(),
+            agent_type: report.agent.agent_type.clone(),
+            permission_mode: report.agent.permission_mode.clone(),
+            tool_use_id: Some(report.tool_use_id.clone()),
+            tool: Some(report.tool_name.clone()),
+            success: Some(report.success),
+            exit_code: report.exit_code.map(i64::from),
+            interrupted: Some(report.interrupted),
+            duration_ms: report.duration_ms.and_then(|d| i64::try_from(d).ok()),
+            error: report.error.clone(),
+            peer: peer.map(|p| p.to_string()),
+            note: spooled.map(|why| format!("from the hook's spool (undelivered: {why})")),
+            ..Entry::default()
+        };
+        let (row_id, learned) = self
+            .store
+            .write(move |c| {
+                let mut entry = entry;
+                let decision = audit::decision_for(c, &report.tool_use_id)?;
+                entry.decision_id = decision;
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))?;
+                let mut learned = false;
+                if let Some(decision_row) =
+                    decision.map(|id| audit::get(c, id)).transpose()?.flatten()
+                {
+                    let e = &decision_row.entry;
+                    let earned = e.decision.as_deref() == Some("allow")
+                        && matches!(e.source.as_deref(), Some("sandbox") | Some("learned"))
+                        && e.tool.as_deref() == Some("Bash");
+                    if let (true, Some(project), Some(command)) = (earned, &e.project, &e.command) {
+                        if let Analysis::Parsed(script) =
+                            shell::analyze(command, &Limits::default())
+                        {
+                            let key = canonical_key(&script);
+                            let event = if report.success {
+                                LearnEvent::RealSuccess(row.id)
+                            } else {
+                                LearnEvent::RealFailure(row.id)
+                            };
+                            if report.success || !report.interrupted {
+                                learned = apply_learning(
+                                    c,
+                                    project,
+                                    &key,
+                                    event,
+                                    PromotionContext {
+                                        needs_person_or_denied: matches!(
+                                            e.tier.as_deref(),
+                                            Some("ask" | "deny")
+                                        ),
+                                        breaker_open,
+                                        classification: None,
+                                    },
+                                    &promotion,
+                                )?;
+                            }
+                        }
+                    }
+                }
+                Ok((row.id, learned))
+            })
+            .await?;
+        if learned {
+            self.reload_rules().await?;
+        }
+        Ok(row_id)
+    }
+
+    /// Ingests the hook's spool: renames `hook.jsonl` aside, records each line, deletes the copy.
+    /// Spool lines come from the agent's uid: claims for the audit, never authority.
+    pub async fn ingest_spool(&self) -> Result<Value, StoreError> {
+        let Some(dir) = self.paths.spool_dir.clone() else {
+            return Ok(json!({"ingested": 0, "skipped": 0, "spool_dir": null}));
+        };
+        let _guard = self.spool_lock.lock().await;
+        let live = dir.join(wire::SPOOL_FILE);
+        // A fixed name: a copy left by a crash is found (and ingested first) by the next daemon.
+        let taken = dir.join(format!("{}.ingesting", wire::SPOOL_FILE));
+        // A copy left by a crash is ingested first; otherwise take the live file.
+        if !taken.exists() {
+            match std::fs::symlink_metadata(&live) {
+                Ok(m) if m.file_type().is_file() => {
+                    if let Err(e) = std::fs::rename(&live, &taken) {
+                        return Err(StoreError::Reader(format!(
+                            "cannot take the spool {}: {e}",
+                            live.display()
+                        )));
+                    }
+                }
+                Ok(_) => {
+                    return Err(StoreError::Reader(format!(
+                        "{} is not a regular file; not ingested",
+                        live.display()
+                    )))
+                }
+                Err(_) => return Ok(json!({"ingested": 0, "skipped": 0})),
+            }
+        }
+        let text = read_bounded(&taken)
+            .map_err(|e| StoreError::Reader(format!("cannot read the spool copy: {e}")))?;
+        let mut ingested = 0u64;
+        let mut skipped = 0u64;
+        let mut entries = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let record: wire::SpoolRecord = match serde_json::from_str(line) {
+                Ok(r) => r,
+                Err(_) => {
+                    skipped += 1;
+                    continue;
+                }
+            };
+            if record.v != wire::WIRE_VERSION {
+                skipped += 1;
+                continue;
+            }
+            let at_ms = i64::try_from(record.at_ms).unwrap_or(0);
+            match record.entry {
+                wire::SpoolEntry::Outcome {
+                    report,
+                    undelivered,
+                } => {
+                    self.outcome(None, report, Some(undelivered)).await?;
+                    ingested += 1;
+                }
+                wire::SpoolEntry::LocalAllow {
+                    agent,
+                    tool_use_id,
+                    cwd,
+                    project_dir,
+                    tool_name,
+                    tool_input,
+                    rule,
+                    tiermap_revision,
+                } => {
+                    entries.push(Entry {
+                        at_ms,
+                        kind: Kind::LocalAllow.as_str().into(),
+                        session: Some(agent.session_id),
+                        agent_id: agent.agent_id,
+                        agent_type: agent.agent_type,
+                        permission_mode: agent.permission_mode,
+                        tool_use_id: Some(tool_use_id),
+                        cwd: Some(cwd),
+                        project: Some(project_dir),
+                        command: Some(summarize_tool(&tool_name, &tool_input)),
+                        tool: Some(tool_name),
+                        tool_input: Some(sanitize(&tool_input).to_string()),
+                        decision: Some("allow".into()),
+                        source: Some(wire_source_name(wire::Source::HookFastPath).into()),
+                        rule: Some(rule),
+                        tiermap_revision: tiermap_revision.and_then(|r| i64::try_from(r).ok()),
+                        note: Some("claimed by the hook's spool".into()),
+                        ..Entry::default()
+                    });
+                }
+                wire::SpoolEntry::EscapeHatch {
+                    agent,
+                    tool_use_id,
+                    cwd,
+                    tool_name,
+                    tool_input,
+                    reason,
+                    verdict,
+                } => {
+                    let changes = self
+                        .breakers
+                        .record(
+                            &agent.session_id,
+                            Signal::Integrity(Integrity::EscapeHatch),
+                            clock::now(),
+                        )
+                        .await;
+                    let entry = Entry {
+                        at_ms,
+                        kind: Kind::EscapeHatch.as_str().into(),
+                        session: Some(agent.session_id),
+                        agent_id: agent.agent_id,
+                        tool_use_id: Some(tool_use_id),
+                        cwd: Some(cwd),
+                        command: Some(summarize_tool(&tool_name, &tool_input)),
+                        tool: Some(tool_name),
+                        tool_input: Some(sanitize(&tool_input).to_string()),
+                        decision: verdict.map(|v| v.as_str().to_owned()),
+                        source: Some(wire_source_name(wire::Source::EscapeHatch).into()),
+                        reason: Some(reason),
+                        note: Some("claimed by the hook's spool".into()),
+                        ..Entry::default()
+                    };
+                    self.store
+                        .write(move |c| {
+                            let row = audit::append(c, entry)?;
+                            persist_breakers(c, &changes, Some(row.id))
+                        })
+                        .await?;
+                    ingested += 1;
+                }
+            }
+        }
+        if !entries.is_empty() {
+            ingested += entries.len() as u64;
+            self.store
+                .write(move |c| {
+                    for e in entries {
+                        audit::append(c, e)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+        }
+        let _ = std::fs::remove_file(&taken);
+        Ok(json!({"ingested": ingested, "skipped": skipped}))
+    }
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut text = String::new();
+    file.take(MAX_SPOOL_BYTES).read_to_string(&mut text)?;
+    Ok(text)
+}
