@@ -10,9 +10,8 @@ use crate::engine::approvals::AnswerError;
 use crate::engine::rules_admin::{NewRuleRequest, RuleError};
 use crate::engine::Engine;
 use crate::store::audit;
-use crate::store::StoreError;
 
-fn internal(e: StoreError) -> ApiResponse {
+fn internal(e: impl std::fmt::Display) -> ApiResponse {
     ApiResponse::error(500, &e.to_string())
 }
 

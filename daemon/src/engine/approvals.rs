@@ -176,8 +176,7 @@ impl Engine {
         let written = tokio::time::timeout(
             Duration::from_secs(2),
             self.store.write(move |c| {
-                let ask = audit::get(c, ask_id)?
-                    .ok_or_else(|| StoreError::Corrupt(format!("ask row {ask_id} is gone")))?;
+                let ask = audit::get(c, ask_id)?.ok_or(StoreError::MissingAuditRow(ask_id))?;
                 let mut entry = human_decision(&ask.entry, Verdict::Deny, None, at);
                 entry.source = Some("fail_closed".into());
                 entry.reason = Some(row_reason);
@@ -245,8 +244,7 @@ impl Engine {
         let written = self
             .store
             .write(move |c| {
-                let ask = audit::get(c, id)?
-                    .ok_or_else(|| StoreError::Corrupt(format!("ask row {id} is gone")))?;
+                let ask = audit::get(c, id)?.ok_or(StoreError::MissingAuditRow(id))?;
                 let mut entry = human_decision(&ask.entry, verdict, row_note.as_deref(), at);
                 let project = ask.entry.project.clone();
                 let rule = match (remember, &key, &project) {

@@ -31,9 +31,8 @@ use crate::engine::learning::{self, apply_learning, with_id};
 use crate::engine::record::{describe_parts, request_entry, wire_source, wire_source_name};
 use crate::engine::testrun::Target;
 use crate::engine::tiermaps::MapEvent;
-use crate::engine::{Engine, Peer};
+use crate::engine::{Engine, EngineError, Peer};
 use crate::store::audit::{self, Entry, Kind};
-use crate::store::StoreError;
 
 /// A request refused before the policy ran.
 struct Early {
@@ -194,13 +193,22 @@ impl Engine {
         let result = tokio::time::timeout(budget, self.decide_within(peer, &req, started)).await;
         let response = match result {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
+            Ok(Err(EngineError::Store(e))) => {
                 self.audit_integrity.failed("decision", &e);
                 self.fail_closed(
                     peer,
                     &req,
                     started,
                     format!("the audit could not be written ({e})"),
+                )
+                .await
+            }
+            Ok(Err(EngineError::RulesReload(e))) => {
+                self.fail_closed(
+                    peer,
+                    &req,
+                    started,
+                    format!("the rules could not be reloaded after a change ({e})"),
                 )
                 .await
             }
@@ -263,7 +271,7 @@ impl Engine {
         peer: Peer,
         req: &DecideRequest,
         started: Instant,
-    ) -> Result<DecideResponse, StoreError> {
+    ) -> Result<DecideResponse, EngineError> {
         let now = clock::now();
         let mut entry = request_entry(peer, req);
         let early = |entry: Entry, why: String| Early { entry, why };
@@ -369,7 +377,7 @@ impl Engine {
         session: &str,
         place: &Place,
         now: UnixMillis,
-    ) -> Result<Result<Coherent, String>, StoreError> {
+    ) -> Result<Result<Coherent, String>, EngineError> {
         let loaded = self.tiermaps.get(&place.root, &self.store).await?;
         if let Some(event) = loaded.event {
             self.map_event(session, event, &place.root_s, &loaded.snapshot)
@@ -450,7 +458,7 @@ impl Engine {
         project: String,
         breaker_open: bool,
         classified: Option<String>,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<i64, EngineError> {
         let promotion = self.config.promotion.clone();
         let (row, learned) = self
             .store
@@ -488,7 +496,7 @@ impl Engine {
         &self,
         early: Early,
         started: Instant,
-    ) -> Result<DecideResponse, StoreError> {
+    ) -> Result<DecideResponse, EngineError> {
         let Early { mut entry, why } = early;
         let reason = format!("refused: {why}");
         entry.decision = Some("deny".into());
@@ -509,7 +517,7 @@ impl Engine {
         event: MapEvent,
         root: &str,
         snapshot: &Arc<Snapshot>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), EngineError> {
         let now = clock::now();
         let changes = match event.integrity {
             Some(i) => {

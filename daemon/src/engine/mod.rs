@@ -58,6 +58,16 @@ pub enum StartError {
     Rule { id: i64, kind: String },
 }
 
+/// Why a request could not be completed: the store failed, or a committed change could not be
+/// loaded into the engine. Either ends a decision in deny.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("the store failed: {0}")]
+    Store(#[from] StoreError),
+    #[error("a committed rule change could not be loaded: {0}")]
+    RulesReload(#[from] rules::ReloadError),
+}
+
 /// What the binary hands the engine.
 pub struct Options {
     pub config: Config,
@@ -211,7 +221,7 @@ impl Engine {
     }
 
     /// Reloads the rules from the store (after a committed change).
-    pub(crate) async fn reload_rules(&self) -> Result<(), StoreError> {
+    pub(crate) async fn reload_rules(&self) -> Result<(), rules::ReloadError> {
         self.rules.reload(&self.store).await
     }
 

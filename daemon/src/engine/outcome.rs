@@ -3,7 +3,7 @@
 //! allows it could not deliver. Spool lines come from the agent's uid: claims for the audit, never
 //! authority.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use cmdgate_policy::breaker::{Integrity, Signal};
 use cmdgate_policy::decide::canonical_key;
@@ -16,9 +16,60 @@ use crate::clock;
 use crate::engine::breakers::persist_breakers;
 use crate::engine::learning::apply_learning;
 use crate::engine::record::{sanitize, summarize_tool, wire_source_name};
-use crate::engine::{Engine, Peer};
+use crate::engine::{Engine, EngineError, Peer};
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::StoreError;
+
+/// Why the hook's spool could not be ingested.
+#[derive(Debug, thiserror::Error)]
+pub enum SpoolError {
+    #[error("cannot take the spool {path}: {source}")]
+    Take {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0} is not a regular file; not ingested")]
+    NotAFile(PathBuf),
+    #[error("cannot read the spool copy {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the spool file could not be handled off the async runtime: {0}")]
+    Aborted(String),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl From<StoreError> for SpoolError {
+    fn from(e: StoreError) -> SpoolError {
+        SpoolError::Engine(EngineError::Store(e))
+    }
+}
+
+/// Takes the spool aside (a copy left by a crash first) and reads it; `None` when there is none.
+/// File-system IO: runs on the blocking pool.
+fn take_spool(live: PathBuf, taken: PathBuf) -> Result<Option<String>, SpoolError> {
+    // A copy left by a crash is ingested first; otherwise take the live file.
+    if !taken.exists() {
+        match std::fs::symlink_metadata(&live) {
+            Ok(m) if m.file_type().is_file() => {
+                std::fs::rename(&live, &taken)
+                    .map_err(|source| SpoolError::Take { path: live, source })?;
+            }
+            Ok(_) => return Err(SpoolError::NotAFile(live)),
+            Err(_) => return Ok(None),
+        }
+    }
+    read_bounded(&taken)
+        .map(Some)
+        .map_err(|source| SpoolError::Read {
+            path: taken,
+            source,
+        })
+}
 
 /// Largest spool file ingested at once; the rest waits for the next round.
 const MAX_SPOOL_BYTES: u64 = 16 << 20;
@@ -30,7 +81,7 @@ impl Engine {
         peer: Option<Peer>,
         report: OutcomeReport,
         spooled: Option<String>,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<i64, EngineError> {
         let now = clock::now();
         // An interrupted call says nothing about the command: the person stopped it.
         let signal = match (report.success, report.interrupted) {
@@ -120,7 +171,7 @@ impl Engine {
 
     /// Ingests the hook's spool: renames `hook.jsonl` aside, records each line, deletes the copy.
     /// Spool lines come from the agent's uid: claims for the audit, never authority.
-    pub async fn ingest_spool(&self) -> Result<Value, StoreError> {
+    pub async fn ingest_spool(&self) -> Result<Value, SpoolError> {
         let Some(dir) = self.paths.spool_dir.clone() else {
             return Ok(json!({"ingested": 0, "skipped": 0, "spool_dir": null}));
         };
@@ -128,28 +179,17 @@ impl Engine {
         let live = dir.join(wire::SPOOL_FILE);
         // A fixed name: a copy left by a crash is found (and ingested first) by the next daemon.
         let taken = dir.join(format!("{}.ingesting", wire::SPOOL_FILE));
-        // A copy left by a crash is ingested first; otherwise take the live file.
-        if !taken.exists() {
-            match std::fs::symlink_metadata(&live) {
-                Ok(m) if m.file_type().is_file() => {
-                    if let Err(e) = std::fs::rename(&live, &taken) {
-                        return Err(StoreError::Reader(format!(
-                            "cannot take the spool {}: {e}",
-                            live.display()
-                        )));
-                    }
-                }
-                Ok(_) => {
-                    return Err(StoreError::Reader(format!(
-                        "{} is not a regular file; not ingested",
-                        live.display()
-                    )))
-                }
-                Err(_) => return Ok(json!({"ingested": 0, "skipped": 0})),
-            }
-        }
-        let text = read_bounded(&taken)
-            .map_err(|e| StoreError::Reader(format!("cannot read the spool copy: {e}")))?;
+        let text = match tokio::task::spawn_blocking({
+            let taken = taken.clone();
+            move || take_spool(live, taken)
+        })
+        .await
+        {
+            Ok(Ok(Some(text))) => text,
+            Ok(Ok(None)) => return Ok(json!({"ingested": 0, "skipped": 0})),
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(SpoolError::Aborted(e.to_string())),
+        };
         let mut ingested = 0u64;
         let mut skipped = 0u64;
         let mut entries = Vec::new();

@@ -12,6 +12,17 @@ use tokio::sync::Mutex;
 
 use crate::store::{state, Store, StoreError};
 
+/// Why the rules could not be reloaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error("cannot read the rules: {0}")]
+    Store(#[from] StoreError),
+    #[error("stored rule {id} has an unknown kind {kind:?}")]
+    UnknownKind { id: i64, kind: String },
+    #[error("the in-memory rules lock is poisoned (an earlier reload panicked)")]
+    Poisoned,
+}
+
 /// The engine's rules.
 pub(crate) struct Rules {
     /// Swapped whole when a rule changes.
@@ -77,7 +88,7 @@ impl Rules {
         self.stale.load(Ordering::Acquire)
     }
 
-    pub(crate) async fn reload(&self, store: &Store) -> Result<(), StoreError> {
+    pub(crate) async fn reload(&self, store: &Store) -> Result<(), ReloadError> {
         // One reload at a time, read and install together: a reload that read the rules before a
         // later change committed must not install its older set after that change's own reload
         // (a just-remembered rejection would silently stop matching).
@@ -88,12 +99,10 @@ impl Rules {
                     *r = Arc::new(set);
                     Ok(())
                 }
-                Err(_) => Err(StoreError::Corrupt("the rules lock is poisoned".into())),
+                Err(_) => Err(ReloadError::Poisoned),
             },
-            Ok(Err((id, kind))) => Err(StoreError::Corrupt(format!(
-                "rule {id} has unknown kind {kind:?}"
-            ))),
-            Err(e) => Err(e),
+            Ok(Err((id, kind))) => Err(ReloadError::UnknownKind { id, kind }),
+            Err(e) => Err(e.into()),
         };
         // Neither the old set (a disabled approval would still allow) nor an empty one (a
         // remembered rejection would stop matching) is safe to decide with: refuse until it loads.

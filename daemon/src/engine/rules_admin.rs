@@ -71,7 +71,7 @@ pub enum RuleError {
     #[error("the change was committed ({committed}) but the rules could not be reloaded: {error}")]
     NotReloaded {
         committed: serde_json::Value,
-        error: StoreError,
+        error: crate::engine::rules::ReloadError,
     },
 }
 

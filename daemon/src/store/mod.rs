@@ -44,8 +44,12 @@ pub enum StoreError {
     Commit(String),
     #[error("the store writer has stopped")]
     WriterGone,
-    #[error("the store reader failed: {0}")]
-    Reader(String),
+    #[error("the store reader's lock is poisoned (an earlier read panicked)")]
+    ReaderPoisoned,
+    #[error("a store read did not finish: {0}")]
+    ReadAborted(String),
+    #[error("audit row {0} is gone")]
+    MissingAuditRow(i64),
 }
 
 /// Opens (creating if needed, mode 0600 in a 0700 dir) and migrates the database.
@@ -213,13 +217,11 @@ impl Store {
     {
         let reader = self.reader.clone();
         tokio::task::spawn_blocking(move || {
-            let conn = reader
-                .lock()
-                .map_err(|_| StoreError::Reader("reader lock poisoned".into()))?;
+            let conn = reader.lock().map_err(|_| StoreError::ReaderPoisoned)?;
             f(&conn)
         })
         .await
-        .map_err(|e| StoreError::Reader(e.to_string()))?
+        .map_err(|e| StoreError::ReadAborted(e.to_string()))?
     }
 
     /// Commits everything queued so far and stops the writer. Later writes fail (and deny).
