@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cmdgate_policy::locations::{Locations, Mode, SystemOverrides};
-use cmdgate_policy::wire::ApprovalMode;
+use cmdgate_policy::wire::{ApprovalMode, ReviewerMode};
 
 /// Default internal deadline. It must stay below the `timeout` of the hook entry in Claude Code's
 /// settings (Claude Code's default is 60 s; `cmdgate hook install` writes 60): a hook that overruns
@@ -76,6 +76,9 @@ pub struct Config {
     /// `$CMDGATE_APPROVAL_MODE` (`interactive` or `background`): this session's override of the
     /// operator's `approvals.mode`. Any other value is an error (so a typo never silently picks one).
     pub approval_mode: Option<ApprovalMode>,
+    /// `$CMDGATE_REVIEWER` (`on` or `off`): this session's override of the operator's model
+    /// reviewer (`on` only in user mode, and only for a reviewer the operator configured).
+    pub reviewer: Option<ReviewerMode>,
     /// `$HOME`: secret paths under it are not fast-path reads.
     pub home: Option<PathBuf>,
     /// `$CMDGATE_SECRET_PATHS` (colon-separated absolute paths): more secret paths.
@@ -269,6 +272,26 @@ impl Config {
                 })?)
             }
         };
+        // `off` tightens and is always read; `on` loosens (a model may then allow what a person
+        // would decide), so system mode ignores it like the other loosening variables.
+        let reviewer = match nonempty(env("CMDGATE_REVIEWER")) {
+            None => None,
+            Some(v) => {
+                let text = v.to_string_lossy().into_owned();
+                match ReviewerMode::parse(text.trim()) {
+                    Some(ReviewerMode::On) if mode == Mode::System => {
+                        ignored_env.push("CMDGATE_REVIEWER".to_owned());
+                        None
+                    }
+                    Some(m) => Some(m),
+                    None => {
+                        return Err(format!(
+                            "CMDGATE_REVIEWER={text:?} is neither \"on\" nor \"off\""
+                        ))
+                    }
+                }
+            }
+        };
         let project_dir = nonempty(env("CLAUDE_PROJECT_DIR")).and_then(|p| p.into_string().ok());
         let extra_secrets = nonempty(env("CMDGATE_SECRET_PATHS"))
             .map(|v| {
@@ -291,6 +314,7 @@ impl Config {
             escape_hatch,
             attended,
             approval_mode,
+            reviewer,
             project_dir,
             home,
             extra_secrets,

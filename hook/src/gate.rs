@@ -85,6 +85,7 @@ fn pre_tool_use(call: &HookCall, cfg: &Config, deadline: Instant) -> Plan {
                 verdict: Verdict::Allow,
                 reason: format!("cmdgate: a read ({rule}), allowed by the hook"),
                 system_message: None,
+                context: None,
             },
             spool: vec![SpoolEntry::LocalAllow {
                 agent: call.agent.clone(),
@@ -126,6 +127,7 @@ fn escape_hatch(call: &HookCall, hatch: &str, local: Local) -> Plan {
                 system_message: Some(format!(
                     "cmdgate escape hatch is active ({hatch}) but a catastrophic command was still denied: {why}"
                 )),
+                context: None,
             },
             Some(Verdict::Deny),
         ),
@@ -138,6 +140,7 @@ fn escape_hatch(call: &HookCall, hatch: &str, local: Local) -> Plan {
                     summary(call)
                 ),
                 system_message: Some(format!("cmdgate escape hatch is active ({hatch})")),
+                context: None,
             },
             Some(Verdict::Ask),
         ),
@@ -215,6 +218,11 @@ fn ask_daemon(
             .unwrap_or(u64::MAX),
         ),
         escape_hatch: None,
+        reviewer: cfg.reviewer,
+        // Only on this routed path: the fast path above never reads the transcript.
+        transcript: Some(crate::transcript::user_turns(
+            call.transcript_path.as_deref(),
+        )),
     };
     let body = match serde_json::to_vec(&request) {
         Ok(b) => b,
@@ -309,11 +317,25 @@ pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
         | Source::Human
         | Source::FailClosed
         | Source::EscapeHatch => None,
+        Source::Reviewer => Some(format!(
+            "cmdgate's model reviewer {} this call",
+            match d.decision {
+                Verdict::Allow => "allowed (once)",
+                Verdict::Deny => "denied",
+                Verdict::Ask => "left to you",
+            }
+        )),
+    };
+    // A person's note on an approval reaches the model only this way.
+    let context = match d.decision {
+        Verdict::Allow => d.context.as_deref().map(|c| truncate(c, MAX_REASON_CHARS)),
+        Verdict::Deny | Verdict::Ask => None,
     };
     Answer::Decision {
         verdict: d.decision,
         reason,
         system_message,
+        context,
     }
 }
 
@@ -451,6 +473,28 @@ mod tests {
     }
 
     #[test]
+    fn an_allows_context_reaches_the_model_as_additional_context() {
+        let call = crate::input::parse_call(
+            br#"{"session_id":"s","transcript_path":"/t","cwd":"/p","hook_event_name":"PreToolUse",
+                "tool_name":"Bash","tool_input":{"command":"make"},"tool_use_id":"t1"}"#,
+        )
+        .unwrap();
+        assert_eq!(call.transcript_path.as_deref(), Some("/t"));
+        let mut d = DecideResponse::fail_closed("no".into(), None, None);
+        d.context = Some("Operator's note: only today".into());
+        let denied = render_decision(&call, &d).render().unwrap();
+        assert!(!denied.contains("additionalContext"), "{denied}");
+        d.decision = Verdict::Allow;
+        d.source = Source::Human;
+        let allowed: serde_json::Value =
+            serde_json::from_str(&render_decision(&call, &d).render().unwrap()).unwrap();
+        assert_eq!(
+            allowed["hookSpecificOutput"]["additionalContext"],
+            "Operator's note: only today"
+        );
+    }
+
+    #[test]
     fn a_stored_rule_is_named_once_a_tier_rule_by_its_pattern() {
         let call = crate::input::parse_call(
             br#"{"session_id":"s","transcript_path":"/t","cwd":"/p","hook_event_name":"PreToolUse",
@@ -466,6 +510,7 @@ mod tests {
                 rule: Some(rule.into()),
                 tiermap_revision: None,
                 audit_id: Some(3),
+                context: None,
             };
             render_decision(&call, &d).render().unwrap()
         };

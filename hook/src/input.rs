@@ -164,6 +164,8 @@ pub struct HookCall {
     pub tool_input: Value,
     /// Present for the Post events.
     pub post: Option<PostInfo>,
+    /// Claude Code's transcript of the session (read for the model reviewer on routed calls).
+    pub transcript_path: Option<String>,
 }
 
 fn take_string(obj: &mut BTreeMap<String, Value>, key: &str) -> Result<String, InputError> {
@@ -246,6 +248,7 @@ pub fn parse_call(bytes: &[u8]) -> Result<HookCall, InputError> {
             })
         }
     };
+    let transcript_path = take_opt_string(&mut obj, "transcript_path")?;
     Ok(HookCall {
         event,
         agent,
@@ -254,6 +257,7 @@ pub fn parse_call(bytes: &[u8]) -> Result<HookCall, InputError> {
         tool_name,
         tool_input,
         post,
+        transcript_path,
     })
 }
 

@@ -17,3 +17,4 @@ pub mod run_client;
 mod secrets;
 pub mod spool;
 mod tier;
+pub mod transcript;

@@ -18,6 +18,9 @@ pub enum Answer {
         reason: String,
         /// `systemMessage`: a warning shown to the user.
         system_message: Option<String>,
+        /// `additionalContext`: words the model reads with the call (Claude Code 2.1.332 shows a
+        /// PreToolUse answer's `additionalContext` to the model; an allow's reason it does not).
+        context: Option<String>,
     },
     /// The escape hatch: no decision (Claude Code's own rules apply), but a loud message.
     StepAside { system_message: String },
@@ -32,6 +35,7 @@ impl Answer {
             verdict: Verdict::Deny,
             reason: reason.into(),
             system_message: None,
+            context: None,
         }
     }
 
@@ -42,6 +46,7 @@ impl Answer {
                 verdict,
                 reason,
                 system_message,
+                context,
             } => {
                 let mut v = json!({
                     "hookSpecificOutput": {
@@ -52,6 +57,9 @@ impl Answer {
                 });
                 if let Some(msg) = system_message {
                     v["systemMessage"] = json!(msg);
+                }
+                if let Some(c) = context {
+                    v["hookSpecificOutput"]["additionalContext"] = json!(c);
                 }
                 v
             }

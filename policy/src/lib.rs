@@ -14,4 +14,5 @@ pub mod replay;
 pub mod shell;
 pub mod tiermap;
 pub mod time;
+pub mod transcript;
 pub mod wire;

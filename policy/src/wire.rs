@@ -149,6 +149,44 @@ pub struct DecideRequest {
     /// calls while it is active, but a future hook may ask the daemon for tier 3 only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub escape_hatch: Option<String>,
+    /// `$CMDGATE_REVIEWER` on the agent's environment: this session's override of the operator's
+    /// `reviewer.enabled` (`off` always wins; `on` only enables a reviewer the operator configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reviewer: Option<ReviewerMode>,
+    /// The user's own turns from Claude Code's transcript, read by the hook (it runs as the agent,
+    /// who can read the transcript; the daemon may not) on routed calls only, for the model
+    /// reviewer's evidence. Claims from the agent's uid: quoted to the model as data, never authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<TranscriptTurns>,
+}
+
+/// `on` or `off`: a session's override of whether the model reviewer answers its asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewerMode {
+    On,
+    Off,
+}
+
+impl ReviewerMode {
+    /// `on` or `off`, as written in `$CMDGATE_REVIEWER`.
+    pub fn parse(s: &str) -> Option<ReviewerMode> {
+        match s {
+            "on" => Some(ReviewerMode::On),
+            "off" => Some(ReviewerMode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// What the hook found in the transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TranscriptTurns {
+    /// The newest user turns (see [`crate::transcript`]).
+    Turns(crate::transcript::UserTurns),
+    /// Why there are none to show (no transcript, unreadable, no user turn, newest turn too long).
+    Unavailable(String),
 }
 
 /// What happens to an "ask": returned to Claude Code (a person at the terminal answers), or held
@@ -223,6 +261,8 @@ pub enum Source {
     Breaker,
     /// Something failed or was unknown, so the answer is no.
     FailClosed,
+    /// The operator's model reviewer answered an "ask" (allow once, or deny).
+    Reviewer,
     /// The operator's escape hatch: cmdgate stepped aside.
     EscapeHatch,
 }
@@ -240,6 +280,7 @@ impl Source {
             Source::Human => "operator",
             Source::Breaker => "circuit breaker",
             Source::FailClosed => "fail-closed",
+            Source::Reviewer => "model reviewer",
             Source::EscapeHatch => "escape hatch",
         }
     }
@@ -264,6 +305,11 @@ pub struct DecideResponse {
     /// The `command_audit` row, so a person can look the decision up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit_id: Option<u64>,
+    /// Words for the model alongside an allow (Claude Code shows a PreToolUse answer's
+    /// `additionalContext` to the model; an allow's reason it does not): the operator's note on an
+    /// approval. The hook passes it on as `additionalContext`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
 }
 
 impl DecideResponse {
@@ -282,6 +328,7 @@ impl DecideResponse {
             rule: None,
             tiermap_revision,
             audit_id,
+            context: None,
         }
     }
 }
@@ -412,6 +459,8 @@ mod tests {
             approval_mode: None,
             wait_ms: None,
             escape_hatch: None,
+            reviewer: None,
+            transcript: None,
         };
         let text = serde_json::to_value(&req).unwrap();
         assert_eq!(

@@ -158,6 +158,7 @@ impl Engine {
                 rule: a.rule,
                 tiermap_revision: asked.tiermap_revision,
                 audit_id: u64::try_from(a.audit_id).ok(),
+                context: None,
             },
             Outcome::Cancelled(why) => self.unanswered(ask_id, &asked, why).await,
         }

@@ -366,6 +366,7 @@ impl Engine {
             rule: ev.rule.clone(),
             tiermap_revision: ev.revision,
             audit_id: u64::try_from(row_id).ok(),
+            context: None,
         })
     }
 

@@ -163,6 +163,7 @@ pub(crate) fn wire_source_name(s: wire::Source) -> &'static str {
         wire::Source::Human => "human",
         wire::Source::Breaker => "breaker",
         wire::Source::FailClosed => "fail_closed",
+        wire::Source::Reviewer => "reviewer",
         wire::Source::EscapeHatch => "escape_hatch",
     }
 }

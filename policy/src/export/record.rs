@@ -163,6 +163,7 @@ pub struct RedactedField {
 /// | `sandbox` | safe `sandbox_clean` | unsafe `sandbox_dirty` | unknown `sandbox_failed` |
 /// | `learned` | safe `learned` | — | — |
 /// | `hook_fast_path` | safe `hook_read` | — | — |
+/// | `reviewer` (a model, not a person) | unknown `model_allowed_once` | unknown `model_denied` | unknown `model_deferred` |
 /// | other (`breaker`, `fail_closed`, `escape_hatch`, unknown) | unknown `not_about_the_command` | | |
 pub fn label_for(verdict: &str, source: &str, rule: Option<&str>) -> (Label, &'static str) {
     use Label::*;
@@ -186,6 +187,10 @@ pub fn label_for(verdict: &str, source: &str, rule: Option<&str>) -> (Label, &'s
         ("sandbox", _) => (Unknown, "sandbox_failed"),
         ("learned", "allow") => (Safe, "learned"),
         ("hook_fast_path", "allow") => (Safe, "hook_read"),
+        // A model's answer is never a training label: it is marked apart from people's.
+        ("reviewer", "allow") => (Unknown, "model_allowed_once"),
+        ("reviewer", "deny") => (Unknown, "model_denied"),
+        ("reviewer", _) => (Unknown, "model_deferred"),
         _ => (Unknown, "not_about_the_command"),
     }
 }

@@ -1,0 +1,93 @@
+//! Reads the user's own turns from Claude Code's transcript for the daemon's model reviewer, on
+//! routed calls only (never on the fast path). The hook runs as the agent and can read its
+//! transcript; a daemon running as its own user (system mode) may not. Bounded: only the file's
+//! last [`MAX_TAIL_BYTES`] are read; the parsing is the policy's (`policy::transcript`).
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+
+use cmdgate_policy::transcript::{newest_turns, NoTurns, MAX_TURN_CHARS};
+use cmdgate_policy::wire::TranscriptTurns;
+
+/// How much of the transcript's end is read.
+pub const MAX_TAIL_BYTES: u64 = 4 << 20;
+
+/// The newest user turns of the transcript at `path`, or why there are none.
+pub fn user_turns(path: Option<&str>) -> TranscriptTurns {
+    let Some(path) = path.filter(|p| p.starts_with('/')) else {
+        return TranscriptTurns::Unavailable("Claude Code named no transcript".into());
+    };
+    match read_tail(path) {
+        Err(e) => TranscriptTurns::Unavailable(format!("the transcript could not be read ({e})")),
+        Ok((text, truncated)) => {
+            let mut lines = text.lines();
+            if truncated {
+                // The first line of a tail is a fragment.
+                lines.next();
+            }
+            match newest_turns(lines, truncated) {
+                Ok(t) => TranscriptTurns::Turns(t),
+                Err(NoTurns::None) => {
+                    TranscriptTurns::Unavailable("the transcript has no user turn".into())
+                }
+                Err(NoTurns::NewestTooLong { chars }) => TranscriptTurns::Unavailable(format!(
+                    "the newest user turn is {chars} characters, over the {MAX_TURN_CHARS} a reviewer is shown"
+                )),
+            }
+        }
+    }
+}
+
+/// The hook runs as the agent, so the file grants nothing the agent could not read itself; still,
+/// a FIFO or device at the path must not hang the hook (the watchdog would deny the call): only a
+/// regular file, checked before opening, is read.
+fn read_tail(path: &str) -> std::io::Result<(String, bool)> {
+    if !std::fs::symlink_metadata(path)?.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut file = File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let len = meta.len();
+    let start = len.saturating_sub(MAX_TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::new();
+    Read::by_ref(&mut file as &mut File)
+        .take(MAX_TAIL_BYTES)
+        .read_to_end(&mut bytes)?;
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), start > 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_newest_user_turns_and_says_why_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let line = |t: &str| {
+            format!(
+                "{{\"type\":\"user\",\"uuid\":\"{t}\",\"message\":{{\"role\":\"user\",\"content\":\"{t}\"}}}}\n"
+            )
+        };
+        std::fs::write(&path, format!("{}{}", line("one"), line("two"))).unwrap();
+        match user_turns(path.to_str()) {
+            TranscriptTurns::Turns(t) => assert_eq!(t.turns, vec!["one", "two"]),
+            other => panic!("{other:?}"),
+        }
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(matches!(
+            user_turns(link.to_str()),
+            TranscriptTurns::Unavailable(_)
+        ));
+        assert!(matches!(user_turns(None), TranscriptTurns::Unavailable(_)));
+        std::fs::write(&path, "{\"type\":\"assistant\"}\n").unwrap();
+        assert!(
+            matches!(user_turns(path.to_str()), TranscriptTurns::Unavailable(w) if w.contains("no user turn"))
+        );
+    }
+}
