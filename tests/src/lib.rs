@@ -7,4 +7,5 @@ pub mod bins;
 pub mod claude;
 pub mod desktop;
 pub mod fake_api;
+pub mod fake_reviewer;
 pub mod proc;

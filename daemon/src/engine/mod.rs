@@ -22,6 +22,7 @@ mod outcome;
 pub mod pending;
 pub mod project;
 mod record;
+pub mod reviewer;
 pub mod rules;
 pub mod rules_admin;
 pub mod testrun;
