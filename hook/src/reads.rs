@@ -48,10 +48,6 @@ fn str_field<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
 
 /// Classifies one PreToolUse call.
 pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
-    let secrets = Secrets {
-        home: cfg.home.as_deref(),
-        extra: &cfg.extra_secrets,
-    };
     let cwd = Path::new(&call.cwd);
     let input = &call.tool_input;
     if matches!(call.tool_name.as_str(), "Read" | "LS" | "Glob" | "Grep") {
@@ -59,11 +55,22 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
             return Local::Route(why);
         }
     }
-    match call.tool_name.as_str() {
-        "Bash" => match str_field(input, "command") {
+    if call.tool_name == "Bash" {
+        return match str_field(input, "command") {
             Some(command) => crate::bash::classify(command, cwd, project_dir, cfg),
             None => Local::Route("Bash call without a string `command`".into()),
-        },
+        };
+    }
+    let home = cfg
+        .home
+        .as_deref()
+        .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
+    let policy = policy_secrets(&home, &cfg.extra_secrets);
+    let secrets = Secrets {
+        home: cfg.home.as_deref(),
+        paths: &policy,
+    };
+    match call.tool_name.as_str() {
         "Read" => match str_field(input, "file_path") {
             Some(p) if !secrets.is_secret(&normalize(p, cwd, secrets.home)) => {
                 read("Read outside secret paths")
@@ -114,11 +121,6 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
             let hook_refuses = secrets.tree_has_secret(&base);
             // The recursive rule the daemon applies too, on the path as given and as resolved; its
             // reason names the secret entry, so it is preferred.
-            let home = cfg
-                .home
-                .as_deref()
-                .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
-            let policy = policy_secrets(&home, &cfg.extra_secrets);
             let project = project_dir.display().to_string();
             let cwd_s = normalize(".", cwd, secrets.home).display().to_string();
             let real = std::fs::canonicalize(&base).unwrap_or_else(|_| base.clone());

@@ -1,165 +1,14 @@
-//! Secret paths: where a Read/Glob/Grep/LS is not a harmless read, so it goes to the daemon instead
-//! of the fast path. Paths are judged lexically (after `~`, `.` and `..` are resolved against the
-//! cwd) and again after symlinks are resolved, so `ln -s ~/.ssh/id_ed25519 notes.txt` does not turn a
-//! key into a note.
+//! Secret paths for the hook's own tools: where a Read/Glob/Grep/LS is not a harmless read, so it
+//! goes to the daemon instead of the fast path. The list is the policy's (`cmdgate_policy::secrets`,
+//! the same table the daemon and the Bash path use); this module applies it to the file system:
+//! paths are judged lexically (after `~`, `.` and `..` are resolved against the cwd) and again
+//! after symlinks are resolved, so `ln -s ~/.ssh/id_ed25519 notes.txt` does not turn a key into a
+//! note.
 
 use std::path::{Component, Path, PathBuf};
 
-use cmdgate_policy::shell::read::{SecretPaths, DEFAULT_SECRET_PATTERNS, MAX_LISTING};
-
-/// Directories (relative to `$HOME`) that hold credentials or cmdgate's own authority.
-const HOME_SECRET_DIRS: &[&str] = &[
-    ".ssh",
-    ".gnupg",
-    ".aws",
-    ".azure",
-    ".kube",
-    ".docker",
-    ".password-store",
-    ".config/gcloud",
-    ".config/gh",
-    ".config/cmdgate",
-    ".local/share/cmdgate",
-    ".local/state/cmdgate",
-    ".cargo/credentials",
-    ".cargo/credentials.toml",
-    ".claude/.credentials.json",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".pgpass",
-    ".git-credentials",
-    ".vault-token",
-];
-
-/// Absolute paths that are secret on any machine.
-const SYSTEM_SECRETS: &[&str] = &[
-    "/etc/shadow",
-    "/etc/gshadow",
-    "/etc/sudoers",
-    "/etc/sudoers.d",
-    "/etc/ssh",
-    "/etc/cmdgate",
-    "/var/lib/cmdgate",
-    "/run/cmdgate",
-    "/root",
-];
-
-/// Path components that make anything under them secret, wherever they are.
-const SECRET_COMPONENTS: &[&str] = &[".ssh", ".gnupg", ".aws", ".password-store"];
-
-/// Is `name` (a file name) a credential by its name alone?
-fn secret_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let env_file = lower == ".env"
-        || (lower.starts_with(".env.")
-            && !matches!(&lower[5..], "example" | "sample" | "template" | "dist"));
-    env_file
-        || lower.starts_with("id_rsa")
-        || lower.starts_with("id_ed25519")
-        || lower.starts_with("id_ecdsa")
-        || lower.starts_with("id_dsa")
-        || [".pem", ".key", ".p12", ".pfx", ".kdbx", ".keystore", ".jks"]
-            .iter()
-            .any(|ext| lower.ends_with(ext))
-        || matches!(
-            lower.as_str(),
-            ".htpasswd" | ".pgpass" | ".netrc" | "credentials"
-        )
-        || (lower == "environ" || lower == "mem") // /proc/<pid>/environ, /proc/<pid>/mem
-}
-
-/// Names a wildcard is tried against: if a glob part can match one, the glob may reach a secret.
-const SAMPLE_SECRET_NAMES: &[&str] = &[
-    ".env",
-    ".env.local",
-    ".ssh",
-    ".aws",
-    ".gnupg",
-    ".password-store",
-    ".netrc",
-    ".npmrc",
-    ".pgpass",
-    ".pypirc",
-    ".git-credentials",
-    ".vault-token",
-    "id_rsa",
-    "id_ed25519",
-    "id_ecdsa",
-    "server.pem",
-    "server.key",
-    "cert.p12",
-    "cert.pfx",
-    "db.kdbx",
-    "credentials",
-    "environ",
-    "mem",
-];
-
-/// `{a,b}` alternatives expanded (at most 64 results; beyond, or for nested groups, a `*` stands in,
-/// which over-approximates).
-fn expand_braces(glob: &str) -> Vec<String> {
-    let Some(open) = glob.find('{') else {
-        return vec![glob.to_string()];
-    };
-    let Some(close) = glob[open..].find('}').map(|i| open + i) else {
-        return vec![glob.replace('{', "*")];
-    };
-    let inner = &glob[open + 1..close];
-    if inner.contains('{') {
-        return vec![format!("{}*{}", &glob[..open], &glob[close + 1..])];
-    }
-    let mut out = Vec::new();
-    for alt in inner.split(',') {
-        for rest in expand_braces(&glob[close + 1..]) {
-            out.push(format!("{}{alt}{rest}", &glob[..open]));
-            if out.len() > 64 {
-                return vec!["*".to_string()];
-            }
-        }
-    }
-    out
-}
-
-/// Over-approximating glob match of one path part: `*` any run, `?` and `[...]` any one character,
-/// `{a,b}` either. Over-approximation only routes more calls to the daemon.
-fn glob_may_match(glob: &str, name: &str) -> bool {
-    expand_braces(glob).iter().any(|g| glob_match_one(g, name))
-}
-
-fn glob_match_one(glob: &str, name: &str) -> bool {
-    let mut tokens: Vec<Option<char>> = Vec::new(); // None = any run, Some('\0') = any one char
-    let mut chars = glob.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '*' => tokens.push(None),
-            '?' => tokens.push(Some('\0')),
-            '[' => {
-                for c in chars.by_ref() {
-                    if c == ']' {
-                        break;
-                    }
-                }
-                tokens.push(Some('\0'));
-            }
-            c => tokens.push(Some(c.to_ascii_lowercase())),
-        }
-    }
-    let name: Vec<char> = name.chars().collect();
-    // dp[i][j]: tokens[..i] match name[..j]
-    let mut dp = vec![vec![false; name.len() + 1]; tokens.len() + 1];
-    dp[0][0] = true;
-    for i in 1..=tokens.len() {
-        for j in 0..=name.len() {
-            dp[i][j] = match tokens[i - 1] {
-                None => dp[i - 1][j] || (j > 0 && dp[i][j - 1]),
-                Some('\0') => j > 0 && dp[i - 1][j - 1],
-                Some(c) => j > 0 && dp[i - 1][j - 1] && name[j - 1] == c,
-            };
-        }
-    }
-    dp[tokens.len()][name.len()]
-}
+use cmdgate_policy::secrets::SecretPaths;
+use cmdgate_policy::shell::read::MAX_LISTING;
 
 /// One level of `dir` for the policy's recursive-read rule 3: entry names, or `None` when it
 /// cannot be read (or an entry cannot) or has more than `MAX_LISTING` entries. Links are not
@@ -177,18 +26,15 @@ pub fn list_dir(dir: &str) -> Option<Vec<String>> {
 
 /// The policy's secret list (shared with the daemon) for `home`, with `$CMDGATE_SECRET_PATHS`.
 pub fn policy_secrets(home: &str, extra: &[PathBuf]) -> SecretPaths {
-    let mut patterns: Vec<String> = DEFAULT_SECRET_PATTERNS
-        .iter()
-        .map(|p| (*p).to_owned())
-        .collect();
-    patterns.extend(extra.iter().map(|p| p.display().to_string()));
-    SecretPaths::new(&patterns, home)
+    let extra: Vec<String> = extra.iter().map(|p| p.display().to_string()).collect();
+    SecretPaths::builtin(home, &extra)
 }
 
 /// The secret-path judge for one hook call.
 pub struct Secrets<'a> {
     pub home: Option<&'a Path>,
-    pub extra: &'a [PathBuf],
+    /// The policy's table compiled for `home`, with the operator's extra paths.
+    pub paths: &'a SecretPaths,
 }
 
 /// `path` made absolute against `cwd`, with `~` expanded and `.`/`..` resolved without touching the
@@ -216,26 +62,8 @@ pub fn normalize(path: &str, cwd: &Path, home: Option<&Path>) -> PathBuf {
 }
 
 impl Secrets<'_> {
-    fn roots(&self) -> Vec<PathBuf> {
-        let mut v: Vec<PathBuf> = SYSTEM_SECRETS.iter().map(PathBuf::from).collect();
-        if let Some(h) = self.home {
-            v.extend(HOME_SECRET_DIRS.iter().map(|d| h.join(d)));
-        }
-        v.extend(self.extra.iter().cloned());
-        v
-    }
-
     fn lexically_secret(&self, p: &Path) -> bool {
-        if self.roots().iter().any(|r| p.starts_with(r)) {
-            return true;
-        }
-        p.components().any(|c| match c {
-            Component::Normal(n) => {
-                let n = n.to_string_lossy();
-                SECRET_COMPONENTS.contains(&n.as_ref()) || secret_name(&n)
-            }
-            _ => false,
-        })
+        self.paths.matches(&p.to_string_lossy(), &[], false)
     }
 
     /// Is the file or directory at `p` (absolute, normalized) secret, or does it lead to one through
@@ -252,16 +80,18 @@ impl Secrets<'_> {
     }
 
     /// Would searching the tree at `dir` reach a secret? True when `dir` is secret, is an ancestor of
-    /// a secret root (`/`, `$HOME`), or holds a secret-named entry at its top level (`.env`).
+    /// a secret root (`/`, `$HOME`), or holds a secret-named entry at its top level (`.env`, `.ssh`).
     pub fn tree_has_secret(&self, dir: &Path) -> bool {
         if self.is_secret(dir) {
             return true;
         }
         let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
         if self
-            .roots()
-            .iter()
-            .any(|r| r.starts_with(dir) || r.starts_with(&real))
+            .paths
+            .tree_holds_anchored(&dir.to_string_lossy(), false)
+            || self
+                .paths
+                .tree_holds_anchored(&real.to_string_lossy(), false)
         {
             return true;
         }
@@ -269,34 +99,33 @@ impl Secrets<'_> {
             Ok(entries) => entries.flatten().any(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                SECRET_COMPONENTS.contains(&name.as_ref()) || secret_name(&name)
+                self.paths.secret_name(&name)
+                    || self.paths.tails_after(&name).any(|rest| rest.is_empty())
             }),
             Err(_) => false,
         }
     }
 
-    /// Does a glob pattern name something secret (`**/.env`, `~/.ssh/*`, `*.pem`)?
+    /// Does a glob pattern name something secret (`**/.env`, `~/.ssh/*`, `*.pem`), searched from
+    /// `cwd`? Each `{a,b}` alternative is judged on its own.
     pub fn pattern_names_secret(&self, pattern: &str, cwd: &Path) -> bool {
-        if pattern.split('/').any(|part| {
-            SECRET_COMPONENTS.contains(&part)
-                || secret_name(part)
-                || secret_name(part.trim_start_matches('*'))
+        expand_braces(pattern)
+            .iter()
+            .any(|alt| self.alternative_names_secret(alt, cwd))
+    }
+
+    fn alternative_names_secret(&self, pattern: &str, cwd: &Path) -> bool {
+        let widened = widen(pattern);
+        // A part that could be a secret's name (`.e*`, `id_*`, `*.pem`), or a literal part that
+        // is a secret directory wherever it is (`.ssh`, `.aws`).
+        if widened.split('/').any(|part| {
+            self.paths.name_may_match(part)
+                || (!part.contains(['*', '?'])
+                    && self.paths.tails_after(part).any(|rest| rest.is_empty()))
         }) {
             return true;
         }
-        // A wildcard part that could match a secret name (`.e*`, `id_*`, `*.{pem,txt}`).
-        if pattern.split('/').any(|part| {
-            // A bare `*`/`**` matches every name, secret or not: it walks, the other parts select.
-            part.contains(['*', '?', '[', '{'])
-                && part.chars().any(|c| c != '*')
-                && SAMPLE_SECRET_NAMES
-                    .iter()
-                    .any(|name| glob_may_match(part, name))
-        }) {
-            return true;
-        }
-        // The directory the pattern starts from: a `**` below an ancestor of a secret root walks
-        // into it.
+        // The directory the pattern starts from may be secret itself.
         let literal: String = pattern
             .chars()
             .take_while(|c| !matches!(c, '*' | '?' | '[' | '{'))
@@ -305,10 +134,72 @@ impl Secrets<'_> {
             Some(i) => &literal[..=i],
             None => ".",
         };
-        let base = normalize(base_text, cwd, self.home);
-        self.is_secret(&base)
-            || (pattern.contains("**") && self.roots().iter().any(|r| r.starts_with(&base)))
+        if self.is_secret(&normalize(base_text, cwd, self.home)) {
+            return true;
+        }
+        // The places the pattern names, up to its first `**` (which walks everything below): at,
+        // inside or above a secret root (`~/.ss*/id`, `/etc/sh*`; `~/**` walks into `~/.ssh`).
+        let absolute = normalize(&widened, cwd, self.home).display().to_string();
+        let upto = match absolute.find("/**") {
+            Some(0) => "/",
+            Some(i) => &absolute[..i],
+            None => absolute.as_str(),
+        };
+        self.paths.tree_holds_anchored(upto, true)
     }
+}
+
+/// `{a,b}` alternatives expanded (at most 64 results; beyond, or for nested groups, a `*` stands in,
+/// which over-approximates).
+fn expand_braces(glob: &str) -> Vec<String> {
+    let Some(open) = glob.find('{') else {
+        return vec![glob.to_string()];
+    };
+    let Some(close) = glob[open..].find('}').map(|i| open + i) else {
+        return vec![glob.replace('{', "*")];
+    };
+    let inner = &glob[open + 1..close];
+    if inner.contains('{') {
+        return vec![format!("{}*{}", &glob[..open], &glob[close + 1..])];
+    }
+    let mut out = Vec::new();
+    for alt in inner.split(',') {
+        for rest in expand_braces(&glob[close + 1..]) {
+            out.push(format!("{}{alt}{rest}", &glob[..open]));
+            if out.len() > 64 {
+                return vec![widen(glob)];
+            }
+        }
+    }
+    out
+}
+
+/// A glob with `[…]` as `?` and `{…}` as `*` (over-approximation: only routes more calls).
+fn widen(glob: &str) -> String {
+    let mut out = String::with_capacity(glob.len());
+    let mut chars = glob.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '[' => {
+                for d in chars.by_ref() {
+                    if d == ']' {
+                        break;
+                    }
+                }
+                out.push('?');
+            }
+            '{' => {
+                for d in chars.by_ref() {
+                    if d == '}' {
+                        break;
+                    }
+                }
+                out.push('*');
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -316,9 +207,10 @@ mod tests {
     use super::*;
 
     fn judge() -> Secrets<'static> {
+        let paths: &'static SecretPaths = Box::leak(Box::new(policy_secrets("/home/u", &[])));
         Secrets {
             home: Some(Path::new("/home/u")),
-            extra: &[],
+            paths,
         }
     }
 
@@ -347,7 +239,7 @@ mod tests {
             "/w/certs/server.key",
             "/etc/shadow",
             "/proc/self/environ",
-            "/home/u/.config/cmdgate/trusted-keys",
+            "/home/u/.claude/.credentials.json",
             "/other/.ssh/config",
         ] {
             assert!(s.is_secret(Path::new(p)), "{p}");
@@ -404,9 +296,12 @@ mod tests {
         }
 
         #[test]
-        fn glob_matcher_never_panics_and_star_matches_all(glob in "[a-z*?\\[\\]{},.]{0,12}", name in "[a-z.]{0,12}") {
-            let _ = glob_may_match(&glob, &name);
-            proptest::prop_assert!(glob_may_match("*", &name));
+        fn brace_expansion_never_panics_and_keeps_plain_globs(glob in "[a-z*?\\[\\]{},.]{0,12}") {
+            let alts = expand_braces(&glob);
+            proptest::prop_assert!(!alts.is_empty());
+            if !glob.contains('{') {
+                proptest::prop_assert_eq!(alts, vec![glob.clone()]);
+            }
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod export;
 pub mod learn;
 pub mod locations;
 pub mod replay;
+pub mod secrets;
 pub mod shell;
 pub mod tiermap;
 pub mod time;

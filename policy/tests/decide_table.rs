@@ -459,11 +459,16 @@ fn other_tools() {
         "allow"
     );
     assert_eq!(
+        verb(t("Grep", json!({"pattern": "x", "glob": "[!.]*.{rs,md}"}))),
+        "allow"
+    );
+    // `*.toml` can select `secrets.toml`, a secret by name.
+    assert_eq!(
         verb(t(
             "Grep",
             json!({"pattern": "x", "glob": "[!.]*.{rs,toml}"})
         )),
-        "allow"
+        "ask"
     );
     assert_eq!(
         verb(t("Grep", json!({"pattern": "x", "glob": "*.rs"}))),

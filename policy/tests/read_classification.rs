@@ -90,7 +90,7 @@ read!(echo_: "echo hello world");
 read!(echo_var: "echo $HOME");
 read!(echo_cmdsub_read: "echo $(git rev-parse HEAD)");
 read!(printf_: "printf '%s\\n' a b c");
-read!(env_print: "env");
+not_read!(env_print: "env" => "prints the whole environment");
 read!(printenv_: "printenv PATH");
 read!(id_: "id -u");
 read!(whoami_: "whoami");
@@ -204,7 +204,6 @@ read!(command_p_read: "command -p ls");
 read!(exec_read: "exec ls");
 read!(colon: ":");
 read!(man_k: "man -k socket");
-read!(jq_glob: "jq . *.json");
 
 // ---- writes and code execution ----
 not_read!(rm: "rm -rf target" => "not on the read-only command list");
@@ -503,7 +502,6 @@ not_read!(nul_byte: "ls\0rm" => "could not be analysed");
 not_read!(too_deep: "echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo $(echo ls))))))))))))))))))" => "could not be analysed");
 not_read!(hidden_pem: "cat .server.pem" => "secret");
 not_read!(dotglob_pem: "cat .*.pem" => "secret");
-read!(glob_not_dotfile: "cat *.toml");
 read!(pattern_arg_literal_star: "find . -name '*.key.txt.bak.rs' -newer x");
 not_read!(dev_tcp_read: "cat < /dev/tcp/example.com/80" => "network connection");
 not_read!(dev_udp_read: "head -c1 < /dev/udp/10.0.0.1/53" => "network connection");
@@ -572,7 +570,9 @@ read!(rec_grep_rn_docs: "grep -rn x ./docs");
 read!(rec_grep_r_two_dirs: "grep -r -e TODO src tests");
 read!(rec_cd_sub_then_sub: "cd crates && grep -r TODO core");
 read!(rec_grep_include_no_dot: "grep -r --include='[!.]*.rs' TODO .");
-read!(rec_rg_glob_no_dot: "rg -g '[!.]*.{rs,toml}' x .");
+read!(rec_rg_glob_no_dot: "rg -g '[!.]*.{rs,md}' x .");
+// `*.toml` can select `secrets.toml`, a secret by its name, anywhere in the tree.
+not_read!(rec_rg_glob_secret_name: "rg -g '[!.]*.{rs,toml}' x ." => "secret");
 read!(rec_rg_glob_literal_outside: "rg -g Cargo.toml version /srv");
 not_read!(rec_rg_glob_up_to_home: "rg -g Cargo.toml version .." => "holds secret paths");
 read!(rec_git_grep_tracked: "git grep -n KEY");
@@ -768,4 +768,34 @@ fn rec_listing_covers_a_working_directory_below_the_place() {
     assert_eq!(listed("rg x", &cwd, &[(&cwd, api_ok)]), Ok(()));
     let why = listed("rg x", &cwd, &[(&cwd, api_env)]).unwrap_err();
     assert!(why.contains("`./.env`"), "{why}");
+}
+
+#[test]
+fn globs_that_could_name_a_secret_are_judged_by_a_listing_of_their_directory() {
+    // `*.json` could match `credentials.json`: a listing tells whether it does, here.
+    let clean: &[&str] = &["package.json", "tsconfig.json", "Cargo.toml", "src"];
+    let with_key: &[&str] = &["package.json", "credentials.json", "src"];
+    let sub_clean: &[&str] = &["a.json"];
+    let sub = format!("{PROJECT}/conf");
+    for cmd in [
+        "jq . *.json",
+        "cat *.toml",
+        "head -3 conf/*.json",
+        "wc -l *.json conf/*.json",
+    ] {
+        assert_eq!(
+            listed(cmd, PROJECT, &[(PROJECT, clean), (&sub, sub_clean)]),
+            Ok(()),
+            "{cmd}"
+        );
+    }
+    for cmd in ["jq . *.json", "cat *s.json", "wc -l *.json conf/*.json"] {
+        let why = listed(cmd, PROJECT, &[(PROJECT, with_key), (&sub, sub_clean)]).unwrap_err();
+        assert!(why.contains("secret-path list"), "{cmd}: {why}");
+    }
+    // No listing (unreadable directory), or wildcards above the last component: not a read.
+    assert!(listed("cat *.json", PROJECT, &[]).is_err());
+    assert!(listed("cat */*.json", PROJECT, &[(PROJECT, clean)]).is_err());
+    // A glob no secret name can match needs no listing.
+    assert_eq!(listed("cat *.rs", PROJECT, &[]), Ok(()));
 }

@@ -6,3 +6,4 @@ mod common;
 mod failures;
 mod kernel_paths;
 mod paths;
+mod secret_table;

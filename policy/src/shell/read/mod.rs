@@ -29,6 +29,7 @@
 
 mod awk;
 mod commands;
+mod env;
 pub mod recursive;
 mod secrets;
 mod sed;
@@ -125,6 +126,9 @@ pub enum NotReadReason {
     RedirectWrite { target: String },
     /// An argument or redirection names a secret path.
     SecretPath { command: String, path: String },
+    /// The command prints the environment, or a variable that looks like it holds a secret
+    /// (`env`, `printenv`, `export -p`, `declare -x`, `set`, `ps e`, `echo $GITHUB_TOKEN`).
+    EnvironmentDump { command: String, what: String },
     /// A recursive content search of a place that holds, or may hold, secret files.
     RecursiveSecret {
         command: String,
@@ -139,7 +143,9 @@ impl NotReadReason {
     pub fn reads_secret(&self) -> bool {
         matches!(
             self,
-            NotReadReason::SecretPath { .. } | NotReadReason::RecursiveSecret { .. }
+            NotReadReason::SecretPath { .. }
+                | NotReadReason::RecursiveSecret { .. }
+                | NotReadReason::EnvironmentDump { .. }
         )
     }
 }
@@ -185,6 +191,10 @@ impl fmt::Display for NotReadReason {
                     "`{command}` would read `{path}`, which is on the secret-path list"
                 )
             }
+            NotReadReason::EnvironmentDump { command, what } => write!(
+                f,
+                "`{command}` {what}; agents run with tokens in their environment"
+            ),
             NotReadReason::RecursiveSecret {
                 command,
                 root,
@@ -354,6 +364,12 @@ impl Ctx<'_, '_> {
             path.as_str()
         };
         let args = &cmd.argv[1..];
+        if let Some(what) = env::dump(name, args) {
+            return Err(NotReadReason::EnvironmentDump {
+                command: name.to_owned(),
+                what,
+            });
+        }
         if name == "cd" || name == "pushd" {
             return self.cd(name, args);
         }
@@ -472,7 +488,14 @@ impl Ctx<'_, '_> {
                         continue;
                     }
                     match dynamic {
-                        Dyn::Any => {}
+                        Dyn::Any => {
+                            if let Some(var) = env::secret_reference(raw) {
+                                return Err(NotReadReason::EnvironmentDump {
+                                    command: name.to_owned(),
+                                    what: format!("prints `${var}`, which looks like a secret"),
+                                });
+                            }
+                        }
                         Dyn::Never => {
                             return Err(NotReadReason::DynamicArgument {
                                 command: name.to_owned(),
@@ -481,7 +504,7 @@ impl Ctx<'_, '_> {
                         }
                         Dyn::Globs => match self.dynamic_path(raw) {
                             PathArg::Known(p) if !p.starts_with('-') => {
-                                if self.is_secret_glob(&p) {
+                                if self.is_secret_glob(&p) && self.glob_reaches_secret(&p) {
                                     return Err(NotReadReason::SecretPath {
                                         command: name.to_owned(),
                                         path: raw.clone(),
@@ -524,6 +547,50 @@ impl Ctx<'_, '_> {
             });
         }
         Ok(())
+    }
+
+    /// A glob argument that could match a secret name (`*.json` ⇒ `credentials.json`): does it,
+    /// here? Answered from one listing of its directory when its wildcards are all in the last
+    /// component; otherwise, or without a listing, it may.
+    fn glob_reaches_secret(&self, glob: &str) -> bool {
+        let Some(listing) = self.policy.listing else {
+            return true;
+        };
+        let (dir, last) = match glob.rsplit_once('/') {
+            Some((d, l)) => (d, l),
+            None => ("", glob),
+        };
+        if dir.contains(['*', '?']) || last.is_empty() {
+            return true;
+        }
+        let dirs: Vec<String> = if dir.starts_with('/') {
+            vec![dir.to_owned()]
+        } else if glob.starts_with('/') {
+            vec!["/".to_owned()]
+        } else if self.cwds.is_empty() {
+            return true;
+        } else {
+            self.cwds
+                .iter()
+                .map(|c| match dir {
+                    "" => c.clone(),
+                    d => format!("{c}/{d}"),
+                })
+                .collect()
+        };
+        dirs.iter().any(|d| {
+            let Some(entries) = listing.list(d) else {
+                return true;
+            };
+            entries.iter().any(|e| {
+                secrets::may_match(last, e, true)
+                    && self.policy.secrets.matches(
+                        &format!("{}/{e}", d.trim_end_matches('/')),
+                        &[],
+                        false,
+                    )
+            })
+        })
     }
 
     fn expand_tilde(&self, p: &str) -> String {

@@ -177,14 +177,15 @@ impl SearchSite<'_> {
         Ok(())
     }
 
-    /// Lists `dir` and refuses a secret entry. With `tail` (the rest of an anchored secret path,
-    /// `gh` of `.config/gh`), only entries continuing it count, followed down.
+    /// Lists `dir` and refuses a secret entry. With `tails` (the rests of anchored secret paths,
+    /// `gh` of `.config/gh`), only entries continuing one of them count, followed down: each
+    /// directory is listed once, however many secret paths run through it.
     fn walk(
         &self,
         listing: &dyn DirListing,
         dir: &str,
         shown: &str,
-        tail: Option<&[String]>,
+        tails: Option<&[&[String]]>,
         budget: &mut usize,
     ) -> Result<(), TreeRisk> {
         if *budget == 0 {
@@ -197,27 +198,30 @@ impl SearchSite<'_> {
             .ok_or_else(|| TreeRisk::Unlisted(shown.to_owned()))?;
         let dir = dir.trim_end_matches('/');
         for entry in &entries {
-            let path = format!("{dir}/{entry}");
             let entry_shown = format!("{}/{entry}", shown.trim_end_matches('/'));
-            let nexts: Vec<&[String]> = match tail {
+            let nexts: Vec<&[String]> = match tails {
                 None => {
                     if self.secrets.secret_name(entry) {
                         return Err(TreeRisk::SecretEntry(entry_shown));
                     }
                     self.secrets.tails_after(entry).collect()
                 }
-                Some(tail) => match tail.split_first() {
-                    Some((first, rest)) if super::secrets::may_match(entry, first, false) => {
-                        vec![rest]
-                    }
-                    _ => Vec::new(),
-                },
+                Some(tails) => tails
+                    .iter()
+                    .filter_map(|t| match t.split_first() {
+                        Some((first, rest)) if super::secrets::may_match(entry, first, false) => {
+                            Some(rest)
+                        }
+                        _ => None,
+                    })
+                    .collect(),
             };
-            for next in nexts {
-                if next.is_empty() {
-                    return Err(TreeRisk::SecretEntry(entry_shown));
-                }
-                self.walk(listing, &path, &entry_shown, Some(next), budget)?;
+            if nexts.iter().any(|n| n.is_empty()) {
+                return Err(TreeRisk::SecretEntry(entry_shown));
+            }
+            if !nexts.is_empty() {
+                let path = format!("{dir}/{entry}");
+                self.walk(listing, &path, &entry_shown, Some(&nexts), budget)?;
             }
         }
         Ok(())

@@ -2,63 +2,15 @@
 //!
 //! A pattern starting with `~/` or `/` is anchored: it covers that path and everything under it,
 //! each component may use `*` and `?`. Any other pattern is a file-name pattern matched against every
-//! component of a path (`.env`, `*.pem`, `id_rsa*`). Paths that are globs are treated as every file
-//! they could match. Symlinks cannot be seen without IO: a link to a secret is not caught.
+//! component of a path (`.env`, `*.pem`, `id_rsa*`), ignoring case, except the template names of
+//! [`crate::secrets::NOT_SECRET_NAMES`] when spelled literally. Paths that are globs are treated as
+//! every file they could match. Symlinks cannot be seen without IO: a link to a secret is not
+//! caught. The list itself is [`crate::secrets::SECRET_TABLE`].
 
-/// The default secret list: credentials, private keys, tokens and password databases.
-pub const DEFAULT_SECRET_PATTERNS: &[&str] = &[
-    "~/.ssh",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.config/gh",
-    "~/.config/hub",
-    "~/.gnupg",
-    "~/.password-store",
-    "~/.local/share/keyrings",
-    "~/.kube/config",
-    "~/.docker/config.json",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.pgpass",
-    "~/.my.cnf",
-    "~/.npmrc",
-    "~/.pypirc",
-    "~/.vault-token",
-    "~/.cargo/credentials",
-    "~/.cargo/credentials.toml",
-    "~/.terraform.d/credentials.tfrc.json",
-    "~/.bash_history",
-    "~/.zsh_history",
-    "/etc/shadow",
-    "/etc/shadow-",
-    "/etc/gshadow",
-    "/etc/gshadow-",
-    "/etc/sudoers",
-    "/etc/ssh/ssh_host_*_key",
-    "/proc/*/environ",
-    "/root",
-    ".env",
-    ".env.*",
-    ".envrc",
-    ".netrc",
-    ".git-credentials",
-    ".pgpass",
-    "*.pem",
-    "*.key",
-    "*.p12",
-    "*.pfx",
-    "*.jks",
-    "*.keystore",
-    "*.kdbx",
-    "*.ppk",
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ecdsa_sk",
-    "id_ed25519",
-    "id_ed25519_sk",
-];
+use crate::secrets::NOT_SECRET_NAMES;
+
+/// The built-in list's patterns (the table in [`crate::secrets`]), under the name the daemon uses.
+pub use crate::secrets::SECRET_PATTERNS as DEFAULT_SECRET_PATTERNS;
 
 /// A compiled secret list for one home directory.
 #[derive(Debug, Clone)]
@@ -69,8 +21,51 @@ pub struct SecretPaths {
     /// patterns): found anywhere inside an argument, it is a secret even when the argument is
     /// relative to a directory we do not know (`../.ssh/id_rsa`).
     tails: Vec<Vec<String>>,
-    /// File-name patterns matched against every component.
+    /// File-name patterns matched against every component (lower case).
     names: Vec<String>,
+    /// The same patterns sorted by shape, for the literal case on the hook's fast path.
+    shapes: NameShapes,
+}
+
+/// Name patterns by shape: a literal component is checked with `==`, `ends_with` and
+/// `starts_with` for most of them (one lower-casing per component, no matcher run).
+#[derive(Debug, Clone, Default)]
+struct NameShapes {
+    /// No wildcard: the whole name.
+    exact: Vec<String>,
+    /// `*` then literal text (`*.pem`): the literal suffix.
+    suffix: Vec<String>,
+    /// Literal text then `*` (`.env.*`): the literal prefix.
+    prefix: Vec<String>,
+    /// Anything else (`client_secret*.json`, `?`).
+    general: Vec<String>,
+}
+
+impl NameShapes {
+    fn add(&mut self, n: &str) {
+        let wild = |s: &str| s.contains(['*', '?']);
+        if !wild(n) {
+            self.exact.push(n.to_owned());
+        } else if let Some(rest) = n.strip_prefix('*').filter(|r| !wild(r)) {
+            self.suffix.push(rest.to_owned());
+        } else if let Some(rest) = n.strip_suffix('*').filter(|r| !wild(r)) {
+            self.prefix.push(rest.to_owned());
+        } else {
+            self.general.push(n.to_owned());
+        }
+    }
+
+    /// Does the literal, lower-cased name `lower` match one of the patterns?
+    fn literal(&self, lower: &str) -> bool {
+        (self.exact.iter().any(|e| e == lower)
+            || self.suffix.iter().any(|s| lower.ends_with(s.as_str()))
+            || self.prefix.iter().any(|p| lower.starts_with(p.as_str()))
+            || self
+                .general
+                .iter()
+                .any(|g| literal_matches(lower.as_bytes(), g.as_bytes())))
+            && !NOT_SECRET_NAMES.iter().any(|(n, _)| *n == lower)
+    }
 }
 
 impl SecretPaths {
@@ -80,6 +75,7 @@ impl SecretPaths {
             anchored: Vec::new(),
             tails: Vec::new(),
             names: Vec::new(),
+            shapes: NameShapes::default(),
         };
         let home_comps = owned(home);
         for p in patterns {
@@ -95,7 +91,9 @@ impl SecretPaths {
                 out.tails.push(full.clone());
                 out.anchored.push(full);
             } else if !p.is_empty() {
-                out.names.push(p.to_owned());
+                let lower = p.to_ascii_lowercase();
+                out.shapes.add(&lower);
+                out.names.push(lower);
             }
         }
         out
@@ -115,11 +113,7 @@ impl SecretPaths {
                     .windows(run.len())
                     .any(|w| w.iter().zip(run).all(|(c, p)| may_match(c, p)))
         };
-        let named = |comps: &[&str]| {
-            comps
-                .iter()
-                .any(|c| self.names.iter().any(|n| may_match(c, n)))
-        };
+        let named = |comps: &[&str]| comps.iter().any(|c| self.name_matches(c, glob));
         let own = components(path);
         if named(&own) || self.tails.iter().any(|t| contains_run(&own, t)) {
             return true;
@@ -186,10 +180,40 @@ impl SecretPaths {
     /// Is the directory entry `name` a secret file name (`.env`, `*.pem`, `id_rsa`, …)? Case is
     /// ignored (`.ENV` on a case-insensitive file system is `.env`).
     pub fn secret_name(&self, name: &str) -> bool {
-        let lower = name.to_ascii_lowercase();
-        self.names
-            .iter()
-            .any(|n| may_match(name, n, false) || may_match(&lower, &n.to_ascii_lowercase(), false))
+        self.name_matches(name, false)
+    }
+
+    /// Could a file or directory whose name matches the glob part `part` (`*`, `?`; `[…]` and
+    /// `{…}` widened by the caller) have a secret name? A part of only `*` matches every name and
+    /// selects nothing by itself: it is not counted. As in bash, a leading wildcard does not match
+    /// a leading dot (`*.rs` lists no `.env.rs`; `.e*` does reach `.env`). For names-only listings
+    /// (Claude Code's Glob): a part that starts with a wildcard selects by extension, so it is
+    /// judged against the extension-like patterns (`*.pem`), not against the table's whole file
+    /// names (`credentials.json`), which only a part spelling their start reaches
+    /// (`cred*.json`). Contents-reading globs go through [`SecretPaths::matches`], which counts all.
+    pub fn name_may_match(&self, part: &str) -> bool {
+        if part.chars().all(|c| c == '*') {
+            return false;
+        }
+        let lower = part.to_ascii_lowercase();
+        if !lower.contains(['*', '?']) {
+            return self.shapes.literal(&lower);
+        }
+        let leading_wildcard = lower.starts_with(['*', '?']);
+        self.names.iter().any(|n| {
+            !(leading_wildcard && self.shapes.exact.contains(n))
+                && may_match_with(&lower, n, true, true)
+        })
+    }
+
+    /// Does the path component `c` (with `glob`: a glob part) match a name pattern? Case is
+    /// ignored; a literal template name (`.env.example`) does not.
+    fn name_matches(&self, c: &str, glob: bool) -> bool {
+        let lower = c.to_ascii_lowercase();
+        if glob && lower.contains(['*', '?']) {
+            return self.names.iter().any(|n| may_match(&lower, n, true));
+        }
+        self.shapes.literal(&lower)
     }
 
     /// The rest of every anchored secret path whose tail starts with the entry `name`: `[]` for
