@@ -18,7 +18,8 @@ use cmdgate_policy::decide::{
 };
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::locations::Locations;
-use cmdgate_policy::shell::read::{ReadPolicy, SecretPaths, DEFAULT_SECRET_PATTERNS};
+use cmdgate_policy::secrets::SecretPaths;
+use cmdgate_policy::shell::read::ReadPolicy;
 use cmdgate_policy::shell::Limits;
 use cmdgate_policy::tiermap::Snapshot;
 use cmdgate_policy::time::UnixMillis;
@@ -129,16 +130,11 @@ struct Judge {
 fn judge(j: Judge) -> (Step, String) {
     let home = agent_home(j.uid);
     let own_paths = j.locations.own_paths(&home);
-    let mut secrets: Vec<String> = DEFAULT_SECRET_PATTERNS
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-    secrets.extend(j.extra_secrets);
     let read_policy = ReadPolicy {
         home: home.clone(),
         cwd: None,
         project: None,
-        secrets: SecretPaths::new(&secrets, &home),
+        secrets: SecretPaths::builtin(&home, &j.extra_secrets),
         extension: None,
         // Lists the cwd / project root for a recursive search of it (only when asked).
         listing: Some(&crate::engine::listing::list_dir),

@@ -10,9 +10,8 @@
 use std::path::Path;
 
 use cmdgate_policy::decide::{canonical_key, RuleKind};
-use cmdgate_policy::shell::read::{
-    classify, ReadPolicy, ReadVerdict, SecretPaths, DEFAULT_SECRET_PATTERNS,
-};
+use cmdgate_policy::secrets::SecretPaths;
+use cmdgate_policy::shell::read::{classify, ReadPolicy, ReadVerdict};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use serde_json::json;
 
@@ -23,16 +22,11 @@ use crate::clock;
 /// home path may be judged a read here, which only refuses a rule, never allows a call.
 fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/nonexistent".into());
-    let mut secrets: Vec<String> = DEFAULT_SECRET_PATTERNS
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-    secrets.extend(extra_secrets.iter().cloned());
     let policy = ReadPolicy {
         home: home.clone(),
         cwd: None,
         project: None,
-        secrets: SecretPaths::new(&secrets, &home),
+        secrets: SecretPaths::builtin(&home, extra_secrets),
         extension: None,
         listing: None,
     };

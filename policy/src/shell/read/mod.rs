@@ -37,7 +37,7 @@ mod sed;
 use std::fmt;
 
 pub use recursive::{DirListing, SearchSite, TreeRisk, MAX_LISTING};
-pub use secrets::{SecretPaths, DEFAULT_SECRET_PATTERNS};
+pub use secrets::SecretPaths;
 
 use super::types::{Analysis, RedirectKind, Script, SimpleCommand, Word};
 use commands::{Dyn, Refusal};
@@ -79,7 +79,7 @@ impl<'a> ReadPolicy<'a> {
             home: home.trim_end_matches('/').to_owned(),
             cwd: None,
             project: None,
-            secrets: SecretPaths::new(DEFAULT_SECRET_PATTERNS, home),
+            secrets: SecretPaths::builtin::<&str>(home, &[]),
             extension: None,
             listing: None,
         }

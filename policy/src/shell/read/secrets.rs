@@ -9,9 +9,6 @@
 
 use crate::secrets::NOT_SECRET_NAMES;
 
-/// The built-in list's patterns (the table in [`crate::secrets`]), under the name the daemon uses.
-pub use crate::secrets::SECRET_PATTERNS as DEFAULT_SECRET_PATTERNS;
-
 /// A compiled secret list for one home directory.
 #[derive(Debug, Clone)]
 pub struct SecretPaths {
