@@ -84,6 +84,13 @@ pub struct RunConfig {
     pub protected: Vec<PathBuf>,
     /// Environment of the command (the helper does not inherit the caller's environment).
     pub env: Vec<(String, String)>,
+    /// Host paths made unreachable inside the mirror: a directory becomes an empty read-only
+    /// tmpfs, anything else (file, socket) `/dev/null`. cmdgate's own sockets, config and state
+    /// belong here (a command must not talk to the admin socket or read the audit); secrets can
+    /// be added the same way. Missing paths are skipped; a mask that contains the workspace is
+    /// refused. [`RunConfig::new`] starts it with the state dir.
+    #[serde(default)]
+    pub masks: Vec<PathBuf>,
 }
 
 impl RunConfig {
@@ -110,7 +117,7 @@ impl RunConfig {
         RunConfig {
             workspace,
             home,
-            state_dir,
+            state_dir: state_dir.clone(),
             helper,
             limits: Limits::default(),
             network: false,
@@ -120,6 +127,7 @@ impl RunConfig {
             allow_protected: false,
             protected: default_protected(),
             env,
+            masks: vec![state_dir.clone()],
         }
     }
 }

@@ -323,6 +323,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
         binds,
         shm: shm.clone(),
         network: cfg.network,
+        masks: masks_for(cfg)?,
     };
 
     // Limits before anything of the command runs.
@@ -726,4 +727,27 @@ impl UpperGuard {
         }
         None
     }
+}
+
+/// The mirror's masks: each configured path that exists on the host, typed; a mask containing the
+/// workspace is refused (it would hide what the command must work on).
+fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
+    let mut out = Vec::new();
+    for path in &cfg.masks {
+        if !path.is_absolute() || cfg.workspace.starts_with(path) {
+            return Err(HelperError::Invalid(format!(
+                "mask {} is relative or contains the workspace",
+                path.display()
+            )));
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => out.push(crate::setup::Mask {
+                path: path.clone(),
+                dir: m.is_dir(),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(HelperError::State(path.clone(), e)),
+        }
+    }
+    Ok(out)
 }

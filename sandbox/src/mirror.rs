@@ -264,6 +264,10 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
     config.env = filter_env(&cmd.env);
     let store = store::for_workspace(&config.workspace, &config.state_dir)
         .map_err(|e| SandboxError::Config(e.to_string()))?;
+    // Other runs' upper dirs and the journal's pre-images are never readable from inside.
+    if !config.masks.contains(&store.root) {
+        config.masks.push(store.root.clone());
+    }
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let mut prepared = prepare_with_output(&config, Some((&out_w, &err_w)))?;

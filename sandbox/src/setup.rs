@@ -46,6 +46,19 @@ pub struct MountPlan {
     pub shm: PathBuf,
     /// Keep the host network namespace.
     pub network: bool,
+    /// Host paths hidden inside the mirror, mounted over after the overlays (so a mask under
+    /// $HOME covers the home overlay).
+    #[serde(default)]
+    pub masks: Vec<Mask>,
+}
+
+/// A host path made unreachable inside the mirror.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mask {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// A directory (covered by an empty read-only tmpfs); otherwise covered by /dev/null.
+    pub dir: bool,
 }
 
 /// Device nodes the mirror's /dev gets (bound from the host's /dev).
@@ -76,6 +89,9 @@ pub enum SetupError {
     /// A path cannot be passed as an overlay option (`,` `:` `\` or not absolute/UTF-8).
     #[error("path {0} cannot be used as an overlay layer")]
     UnsupportedPath(PathBuf),
+    /// Step 6b.
+    #[error("failed to mask {0}")]
+    Mask(PathBuf, #[source] Errno),
     /// Step 7.
     #[error("failed to build the minimal /dev at {0}")]
     Dev(PathBuf, #[source] Errno),
@@ -204,6 +220,36 @@ pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupEr
         .map_err(|e| SetupError::Overlay(o.target.clone(), e))?;
     }
 
+    // 6b. Masks: cmdgate's own sockets, config and state (and any secret the operator lists)
+    //     are unreachable, even read-only: a command that wrote its own admin client approved
+    //     its own requests. After the overlays, so a mask inside $HOME covers the home overlay;
+    //     before /dev, so /dev/null is still the host's. A path missing in the mirror (under the
+    //     fresh /tmp or /run) is already unreachable.
+    for m in &plan.masks {
+        let target = inside(root, &m.path);
+        let result = if m.dir {
+            sys.mount(
+                Some(Path::new("tmpfs")),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                Some("size=4k,mode=0555"),
+            )
+        } else {
+            sys.mount(
+                Some(Path::new("/dev/null")),
+                &target,
+                None,
+                MsFlags::MS_BIND,
+                None,
+            )
+        };
+        match result {
+            Ok(()) | Err(Errno::ENOENT) => {}
+            Err(e) => return Err(SetupError::Mask(m.path.clone(), e)),
+        }
+    }
+
     // 7. A minimal /dev: the host's /dev holds disks and consoles. A small tmpfs with only the
     //    harmless character devices, bound from the host (no mknod needed).
     let dev = inside(root, Path::new("/dev"));
@@ -327,6 +373,16 @@ mod tests {
             }],
             shm: PathBuf::from("/s/run1/shm"),
             network: false,
+            masks: vec![
+                Mask {
+                    path: PathBuf::from("/home/u/.config/cmdgate"),
+                    dir: true,
+                },
+                Mask {
+                    path: PathBuf::from("/home/u/cmdgate.sock"),
+                    dir: false,
+                },
+            ],
         }
     }
 
@@ -402,6 +458,20 @@ mod tests {
             &calls,
             |c| matches!(c, Call::Mount { fstype: Some(t), .. } if t == "proc"),
         );
+        // masks after the overlays (a mask in $HOME covers the home overlay), before /dev.
+        let mask_dir = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, flags, .. } if target == Path::new("/s/run1/root/home/u/.config/cmdgate") && flags.contains(MsFlags::MS_RDONLY)),
+        );
+        let mask_sock = position(
+            &calls,
+            |c| matches!(c, Call::Mount { source: Some(s), target, .. } if s == Path::new("/dev/null") && target == Path::new("/s/run1/root/home/u/cmdgate.sock")),
+        );
+        let dev = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, .. } if target == Path::new("/s/run1/root/dev")),
+        );
+        assert!(ws < mask_dir && mask_dir < mask_sock && mask_sock < dev);
         let sys_ro = position(
             &calls,
             |c| matches!(c, Call::SetAttr(p, a, _) if p.ends_with("proc/sys") && a & MOUNT_ATTR_RDONLY != 0),

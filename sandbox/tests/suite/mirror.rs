@@ -120,3 +120,37 @@ fn the_environment_is_filtered_and_cwd_is_the_callers() {
     }
     fin.kept.discard().expect("discard");
 }
+
+#[test]
+fn cmdgates_own_sockets_config_and_state_are_masked() {
+    let env = Env::new();
+    let conf = env.home.join(".config/cmdgate");
+    std::fs::create_dir_all(&conf).expect("mkdir");
+    std::fs::write(conf.join("config.toml"), "SECRET-CONFIG\n").expect("write");
+    let sock = env.home.join("admin.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+    std::fs::write(env.state.join("audit.db"), "SECRET-STATE\n").expect("write");
+    let mut config = env.config();
+    config.masks.extend([conf.clone(), sock.clone()]);
+    let script = format!(
+        "cat {conf}/config.toml; ls -A {conf}; cat {state}/audit.db; ls -A {state}; \
+         [ -S {sock} ] && echo SOCKET-VISIBLE; ls -A {store}; true",
+        conf = conf.display(),
+        state = env.state.display(),
+        sock = sock.display(),
+        store = env.state.join("mirror").display(),
+    );
+    let (out, err, fin) = mirrored_with(&config, &command(&env, &script));
+    for leak in [
+        "SECRET-CONFIG",
+        "config.toml",
+        "SECRET-STATE",
+        "audit.db",
+        "SOCKET-VISIBLE",
+        "runs",
+    ] {
+        assert!(!out.contains(leak), "{leak} reachable: {out} {err}");
+    }
+    assert!(fin.run.clean, "{:?}", fin.run.why);
+    fin.kept.discard().expect("discard");
+}
