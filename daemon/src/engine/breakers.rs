@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use crate::clock;
 use crate::engine::notify::{Note, Notifier};
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, BreakerDecision, Entry, Kind};
 use crate::store::{state, Store, StoreError};
 
 /// The global breaker's scope name; sessions are `session:<id>`.
@@ -81,13 +81,13 @@ impl Breakers {
 
     /// The last transition of each scope, from the store's `breaker_events` (rows that no longer
     /// parse, or of scopes no longer kept, are skipped: they only feed `status`).
-    pub fn restore_last(&mut self, rows: Vec<(String, String, i64)>) {
+    pub fn restore_last(&mut self, rows: Vec<(String, Option<Transition>, i64)>) {
         for (scope, transition, at) in rows {
             let kept = scope == GLOBAL
                 || scope
                     .strip_prefix("session:")
                     .is_some_and(|s| self.sessions.contains_key(s));
-            if let (true, Ok(t)) = (kept, serde_json::from_str::<Transition>(&transition)) {
+            if let (true, Some(t)) = (kept, transition) {
                 self.last
                     .insert(scope, (UnixMillis(u64::try_from(at).unwrap_or(0)), t));
             }
@@ -400,8 +400,8 @@ pub(crate) fn persist_breakers(
             state::put_breaker(c, &ch.scope, &ch.state, at)?;
         }
         if let Some(t) = &ch.transition {
-            let t_json = serde_json::to_string(t).unwrap_or_default();
-            state::breaker_event(c, &ch.scope, &t_json, audit_id, at)?;
+            let t_json = BreakerDecision::Transition(t.clone()).encode();
+            state::breaker_event(c, &ch.scope, t, audit_id, at)?;
             audit::append(
                 c,
                 Entry {
@@ -414,7 +414,7 @@ pub(crate) fn persist_breakers(
                     ..Entry::default()
                 },
             )?;
-            if ch.scope == GLOBAL || t_json.contains("tripped") {
+            if ch.scope == GLOBAL || matches!(t, Transition::Tripped { .. }) {
                 eprintln!("cmdgated: breaker {}: {t_json}", ch.scope);
             }
         }
@@ -564,11 +564,7 @@ mod tests {
                 again.global.config().clone(),
                 rows,
             );
-            r.restore_last(vec![(
-                "session:s".into(),
-                r#"{"transition":"reset"}"#.into(),
-                7,
-            )]);
+            r.restore_last(vec![("session:s".into(), Some(Transition::Reset), 7)]);
             r
         };
         let s = again.summary(t0);

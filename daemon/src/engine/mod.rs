@@ -300,7 +300,7 @@ impl Engine {
         let entry = Entry {
             at_ms: clock::now_ms(),
             kind: Kind::Breaker.as_str().into(),
-            decision: Some("reset".into()),
+            decision: Some(audit::BreakerDecision::OperatorReset.encode()),
             reason: Some(format!("operator reset: {}", scopes.join(", "))),
             ..Entry::default()
         };

@@ -452,6 +452,51 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, StoreError> {
     Ok(report)
 }
 
+/// What the `decision` of a `breaker` audit row says: a breaker's transition (stored as the
+/// policy's tagged JSON, `{"transition":"tripped","score":9}`), or the operator's reset command
+/// (`reset`, one row per command; each scope it reset has its own transition row). Read and
+/// written through `ToSql`/`FromSql`, never matched as text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BreakerDecision {
+    Transition(cmdgate_policy::breaker::Transition),
+    OperatorReset,
+}
+
+impl BreakerDecision {
+    /// The stored text.
+    pub fn encode(&self) -> String {
+        match self {
+            BreakerDecision::Transition(t) => {
+                serde_json::to_string(t).unwrap_or_else(|_| unreachable_transition_encoding())
+            }
+            BreakerDecision::OperatorReset => "reset".to_owned(),
+        }
+    }
+}
+
+/// A `Transition` always serializes (a tagged enum of integers); kept total rather than panicking.
+fn unreachable_transition_encoding() -> String {
+    r#"{"transition":"unencodable"}"#.to_owned()
+}
+
+impl rusqlite::types::ToSql for BreakerDecision {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::from(self.encode()))
+    }
+}
+
+impl rusqlite::types::FromSql for BreakerDecision {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = v.as_str()?;
+        if text == "reset" {
+            return Ok(BreakerDecision::OperatorReset);
+        }
+        serde_json::from_str(text)
+            .map(BreakerDecision::Transition)
+            .map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,5 +575,41 @@ mod tests {
             ..Query::default()
         };
         assert_eq!(query(&conn, &after).unwrap().len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod breaker_decision_tests {
+    use super::BreakerDecision;
+    use cmdgate_policy::breaker::Transition;
+
+    #[test]
+    fn breaker_decisions_round_trip_through_sqlite_and_old_rows_read_the_same() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let cases = [
+            BreakerDecision::Transition(Transition::Tripped { score: 9 }),
+            BreakerDecision::Transition(Transition::Reopened),
+            BreakerDecision::Transition(Transition::HalfOpened),
+            BreakerDecision::Transition(Transition::Closed),
+            BreakerDecision::Transition(Transition::Reset),
+            BreakerDecision::OperatorReset,
+        ];
+        for d in cases {
+            let back: BreakerDecision = conn.query_row("SELECT ?1", [&d], |r| r.get(0)).unwrap();
+            assert_eq!(back, d);
+        }
+        // Rows written before the type existed.
+        let old: BreakerDecision = conn
+            .query_row(r#"SELECT '{"transition":"tripped","score":5}'"#, [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(
+            old,
+            BreakerDecision::Transition(Transition::Tripped { score: 5 })
+        );
+        assert!(conn
+            .query_row("SELECT 'tripped'", [], |r| r.get::<_, BreakerDecision>(0))
+            .is_err());
     }
 }

@@ -2,12 +2,13 @@
 //! a revision raised by every change), learning records, the highest tier map revision seen per
 //! project and key, breaker state.
 
+use cmdgate_policy::breaker::Transition;
 use cmdgate_policy::learn::Record;
 use cmdgate_policy::tiermap::{ContentHash, SeenRevision};
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
-use super::audit::{self, AuditRow, Kind};
+use super::audit::{self, AuditRow, BreakerDecision, Kind};
 use super::StoreError;
 
 /// A rule as the operator sees it: what the engine's `decide::Rule` needs plus where it came from.
@@ -406,25 +407,39 @@ pub fn put_breaker(
 pub fn breaker_event(
     conn: &Connection,
     scope: &str,
-    transition_json: &str,
+    transition: &Transition,
     audit_id: Option<i64>,
     now_ms: i64,
 ) -> Result<(), StoreError> {
     conn.execute(
         "INSERT INTO breaker_events (at_ms, scope, transition, audit_id) VALUES (?1, ?2, ?3, ?4)",
-        params![now_ms, scope, transition_json, audit_id],
+        params![
+            now_ms,
+            scope,
+            BreakerDecision::Transition(transition.clone()),
+            audit_id
+        ],
     )?;
     Ok(())
 }
 
-/// The newest transition of each scope (scope, transition JSON, at_ms).
-pub fn last_breaker_transitions(c: &Connection) -> Result<Vec<(String, String, i64)>, StoreError> {
+/// The newest transition of each scope (scope, transition, at_ms); `None` for a row that no longer
+/// parses (an older format: it only fed `status`).
+pub fn last_breaker_transitions(
+    c: &Connection,
+) -> Result<Vec<(String, Option<Transition>, i64)>, StoreError> {
     let mut stmt = c.prepare(
         "SELECT e.scope, e.transition, e.at_ms FROM breaker_events e \
          JOIN (SELECT scope, MAX(id) AS id FROM breaker_events GROUP BY scope) m ON e.id = m.id",
     )?;
     let rows = stmt
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+        .query_map([], |r| {
+            let transition = match r.get::<_, BreakerDecision>(1) {
+                Ok(BreakerDecision::Transition(t)) => Some(t),
+                Ok(BreakerDecision::OperatorReset) | Err(_) => None,
+            };
+            Ok((r.get(0)?, transition, r.get(2)?))
+        })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
