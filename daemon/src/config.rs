@@ -47,6 +47,26 @@ pub struct Config {
     pub promotion: PromotionConfig,
     pub notify: NotifySettings,
     pub approvals: Approvals,
+    /// The web console (`docs/console.md`).
+    pub console: ConsoleConfig,
+}
+
+/// The web console: served on loopback only (`docs/console.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsoleConfig {
+    pub enabled: bool,
+    /// Loopback address and port; port 0 picks a free one at each start (`cmdgate console` knows it).
+    pub listen: std::net::SocketAddr,
+}
+
+impl Default for ConsoleConfig {
+    fn default() -> Self {
+        ConsoleConfig {
+            enabled: true,
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
 }
 
 /// What an "ask" becomes (DESIGN.md, "Background vs interactive").
@@ -220,6 +240,12 @@ impl Config {
             p.push(format!(
                 "deadlines.test_run_ms = {} must be above 0 and below deadlines.decide_ms",
                 d.test_run_ms
+            ));
+        }
+        if self.console.enabled && !self.console.listen.ip().is_loopback() {
+            p.push(format!(
+                "console.listen = {}: the console listens on loopback only (127.0.0.1 or [::1])",
+                self.console.listen
             ));
         }
         if self.approvals.wait_ms == 0 {

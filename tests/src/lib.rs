@@ -4,6 +4,7 @@
 //! under `tests/tests/`.
 
 pub mod bins;
+pub mod browser;
 pub mod claude;
 pub mod desktop;
 pub mod fake_api;

@@ -181,5 +181,10 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
         ApiRequest::Decide(_) | ApiRequest::Outcome(_) => {
             ApiResponse::error(404, "not on the admin socket")
         }
+        // Answered by `console::WithConsole` in front of the engine when the console runs.
+        ApiRequest::ConsoleLogin => ApiResponse::error(
+            404,
+            "the web console is off (`[console] enabled = false` in config.toml)",
+        ),
     }
 }

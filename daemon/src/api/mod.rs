@@ -5,6 +5,7 @@
 //! it from systemd; tests bind one in a temp dir). On shutdown it stops accepting, lets every
 //! connection finish the request it is serving, and returns once all have.
 
+pub mod console;
 mod handler;
 pub mod listen;
 pub mod routes;

@@ -27,6 +27,7 @@
 //! | `POST /admin/spool/ingest` | none | as on the agent socket |
 //! | `GET /admin/pending` | none | `[PendingInfo]` (held asks, oldest first) |
 //! | `POST /admin/pending/{id}/approve`, `/reject` | `{"remember"?: bool, "note"?: text}` | `{"id", "decision", "audit_id", "rule", "delivered", ..}`, 404 when not waiting |
+//! | `POST /admin/console/login` | none | `{"url", "port", "valid_s"}`: a one-time login link to the web console, 404 when it is off |
 //!
 //! A body whose `v` is not `WIRE_VERSION` is a 400 (the hook turns every non-200 into deny).
 //!
@@ -67,6 +68,8 @@ pub enum ApiRequest {
     ResetBreaker(ResetBreaker),
     Pending,
     AnswerPending(PendingAnswer),
+    /// A one-time login link for the web console (answered by `console::WithConsole`).
+    ConsoleLogin,
 }
 
 /// A request that could not be parsed: its status and why.
@@ -165,6 +168,7 @@ impl ApiRequest {
                 })
             }
             (Role::Admin, "GET", ["admin", "pending"]) => Ok(ApiRequest::Pending),
+            (Role::Admin, "POST", ["admin", "console", "login"]) => Ok(ApiRequest::ConsoleLogin),
             (Role::Admin, "POST", ["admin", "pending", id, action @ ("approve" | "reject")]) => {
                 let id = id
                     .parse()

@@ -10,8 +10,9 @@ use cmdgate_sandbox::HelperCommand;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 
+use crate::api::console::{self, Console, WithConsole};
 use crate::api::listen::{self, ListenError};
-use crate::api::{self, Role};
+use crate::api::{self, Peer, Role};
 use crate::config::{Config, ConfigError, Paths};
 use crate::engine::{Engine, Options, StartError};
 
@@ -32,6 +33,14 @@ pub enum ServeError {
          (FileDescriptorName=decide / admin, else in that order)"
     )]
     SystemdSockets(String),
+    #[error("{0}")]
+    ConsoleAddr(String),
+    #[error("cannot serve the web console on {addr}")]
+    Console {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot run on the tokio runtime: {0}")]
     Runtime(#[source] std::io::Error),
 }
@@ -101,6 +110,15 @@ pub async fn serve(
         bound,
         passed,
     } = listeners(&config, &paths)?;
+    let console_listener = if config.console.enabled {
+        let addr = console::loopback(config.console.listen).map_err(ServeError::ConsoleAddr)?;
+        let l = std::net::TcpListener::bind(addr)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .map_err(|source| ServeError::Console { addr, source })?;
+        Some(l)
+    } else {
+        None
+    };
     let daemon = Engine::open(Options {
         config,
         paths,
@@ -131,10 +149,34 @@ pub async fn serve(
         daemon.clone(),
         shutdown.clone(),
     ));
+    let mut console_task = None;
+    let console = match console_listener {
+        Some(l) => {
+            let port = l.local_addr().map_err(ServeError::Runtime)?.port();
+            let l = tokio::net::TcpListener::from_std(l).map_err(ServeError::Runtime)?;
+            let peer = Peer {
+                uid,
+                gid: nix::unistd::getgid().as_raw(),
+                pid: None,
+            };
+            let c = Arc::new(Console::new(daemon.clone(), port, peer));
+            if options.announce {
+                eprintln!(
+                    "cmdgated: web console on http://127.0.0.1:{port}/ (`cmdgate console` prints a login link)"
+                );
+            }
+            console_task = Some(tokio::spawn(console::run(l, c.clone(), shutdown.clone())));
+            Some(c)
+        }
+        None => None,
+    };
     let operator = tokio::spawn(api::run(
         admin,
         Role::Admin,
-        daemon.clone(),
+        Arc::new(WithConsole {
+            inner: daemon.clone(),
+            console,
+        }),
         shutdown.clone(),
     ));
     let spool = tokio::spawn(spool_timer(daemon.clone(), shutdown.clone()));
@@ -153,6 +195,9 @@ pub async fn serve(
     };
     let _ = agent.await;
     let _ = operator.await;
+    if let Some(t) = console_task {
+        let _ = t.await;
+    }
     let _ = spool.await;
     let _ = holds.await;
     // Last ingestion, then commit everything queued and stop the writer.

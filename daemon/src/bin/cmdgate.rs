@@ -41,6 +41,8 @@ enum Command {
     Explain(cmdgate_daemon::cli::explain::ExplainArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
     Tiermap(cmdgate_daemon::cli::tiermap::TiermapArgs),
+    /// A one-time login link to the web console (Pending, History, Profile).
+    Console(cmdgate_daemon::cli::console::ConsoleArgs),
     /// Pin, list or unpin tier-map signing keys.
     Trust(cmdgate_daemon::cli::trust::TrustArgs),
     /// Test-run commands in the container mirror.
@@ -66,6 +68,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
             cmdgate_daemon::cli::explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
         }
         Some(Command::Tiermap(args)) => cmdgate_daemon::cli::tiermap::run(args),
+        Some(Command::Console(args)) => cmdgate_daemon::cli::console::run(args),
         Some(Command::Trust(args)) => cmdgate_daemon::cli::trust::run(args),
         Some(Command::Sandbox(args)) => cmdgate_daemon::cli::sandbox::main(args),
         None => Ok(std::process::ExitCode::SUCCESS),

@@ -4,12 +4,14 @@
 pub mod audit;
 pub mod breaker;
 pub mod client;
+pub mod console;
 pub mod doctor;
 pub mod explain;
 pub mod export;
 pub mod hook;
 pub mod init;
 pub mod pending;
+pub mod preview;
 pub mod rules;
 pub mod sandbox;
 pub mod stats;

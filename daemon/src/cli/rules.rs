@@ -107,6 +107,10 @@ pub enum RulesCommand {
         #[command(flatten)]
         rule: NewRuleArgs,
     },
+    /// Which retained past requests a rule change would decide differently (replayed through the
+    /// policy; nothing runs, nothing changes).
+    #[command(subcommand)]
+    Preview(crate::cli::preview::RuleChange),
     /// The older spelling of `remember` / `always-ask`.
     #[command(hide = true)]
     Add {
@@ -170,6 +174,7 @@ pub fn run(args: RulesArgs) -> anyhow::Result<ExitCode> {
             add(admin, kind, rule)
         }
         RulesCommand::Add { kind, rule } => add(admin, &kind, rule),
+        RulesCommand::Preview(change) => crate::cli::preview::rules_preview(change),
     }
 }
 

@@ -28,6 +28,9 @@ pub enum TiermapCommand {
     Sign(SignArgs),
     /// Check a tier map's signature against the pinned keys and show every problem.
     Verify(VerifyArgs),
+    /// Which retained past requests a proposed map would decide differently (replayed through the
+    /// policy; nothing runs). The map need not be signed.
+    Preview(crate::cli::preview::TiermapPreviewArgs),
 }
 
 /// How to reach Vault/OpenBao (address and token come from VAULT_ADDR/VAULT_TOKEN or
@@ -94,10 +97,13 @@ pub fn run(args: TiermapArgs) -> anyhow::Result<ExitCode> {
     match args.command {
         TiermapCommand::Sign(a) => run_sign(a, &config_dir),
         TiermapCommand::Verify(a) => run_verify(a, &config_dir),
+        TiermapCommand::Preview(a) => crate::cli::preview::tiermap_preview(a),
     }
 }
 
 fn run_sign(args: SignArgs, config_dir: &Path) -> anyhow::Result<ExitCode> {
+    // What the new map widens, before anything is signed.
+    crate::cli::preview::print_expansion(config_dir, &args.path);
     let config = SignConfig {
         trusted_keys: signing::trusted_keys_path(config_dir),
         ledger_dir: config_dir.to_path_buf(),
@@ -134,6 +140,7 @@ fn run_sign(args: SignArgs, config_dir: &Path) -> anyhow::Result<ExitCode> {
             signed.revision, signed.previous_revision
         )
     };
+    crate::cli::preview::keep_signed(config_dir, &args.path);
     println!(
         "signed {}: {rev}, key `{}` v{}, sha256 {}",
         args.path.display(),

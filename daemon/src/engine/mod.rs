@@ -20,6 +20,7 @@ pub mod listing;
 pub mod notify;
 mod outcome;
 pub mod pending;
+pub mod preview;
 pub mod project;
 mod record;
 pub mod reviewer;

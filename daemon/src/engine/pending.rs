@@ -16,7 +16,7 @@ use std::sync::Mutex;
 
 use cmdgate_policy::wire::Verdict;
 use serde::{Deserialize, Serialize};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 /// What `cmdgate pending` shows of one waiting request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,10 +80,22 @@ impl Taken {
 }
 
 /// The waiting requests.
-#[derive(Default)]
 pub struct Pending {
     slots: Mutex<BTreeMap<i64, Slot>>,
     stopping: AtomicBool,
+    /// A generation raised whenever a request is held or leaves, for whoever shows the list live
+    /// (the web console's event stream).
+    changes: watch::Sender<u64>,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            slots: Mutex::default(),
+            stopping: AtomicBool::default(),
+            changes: watch::Sender::new(0),
+        }
+    }
 }
 
 /// A waiter's claim on its request; dropping it (the hook disconnected, the daemon gave up)
@@ -115,7 +127,20 @@ impl Pending {
     }
 
     fn remove(&self, id: i64) -> Option<Slot> {
-        self.lock().remove(&id)
+        let slot = self.lock().remove(&id);
+        if slot.is_some() {
+            self.changed();
+        }
+        slot
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Changes whenever a request is held or leaves the registry.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Registers a waiting request; `None` when the daemon is stopping (the caller denies).
@@ -129,6 +154,7 @@ impl Pending {
             }
             slots.insert(id, Slot { info, key, tx });
         }
+        self.changed();
         Some(Ticket {
             pending: self,
             id,
@@ -172,6 +198,7 @@ impl Pending {
             std::mem::take(&mut *slots).into_values().collect()
         };
         let n = drained.len();
+        self.changed();
         for s in drained {
             let _ = s.tx.send(Outcome::Cancelled(why.to_owned()));
         }
