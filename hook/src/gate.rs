@@ -223,6 +223,8 @@ fn ask_daemon(
         transcript: Some(crate::transcript::user_turns(
             call.transcript_path.as_deref(),
         )),
+        // `~` in the agent's commands is its shell's `$HOME`, which the daemon cannot see.
+        home: cfg.home.as_ref().map(|h| h.display().to_string()),
     };
     let body = match serde_json::to_vec(&request) {
         Ok(b) => b,

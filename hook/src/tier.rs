@@ -68,6 +68,17 @@ pub fn load(keys_path: Option<&Path>, project_dir: &Path) -> MapState {
         }
     };
     let map_path = project_dir.join(tiermap::FILE_NAME);
+    // The map is the file at the project root itself: a link (written through, or pointing at a
+    // map kept elsewhere) or a file with other names is not it.
+    match std::fs::symlink_metadata(&map_path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return MapState::Absent(format!("{} is a symbolic link", map_path.display()))
+        }
+        Ok(m) if std::os::unix::fs::MetadataExt::nlink(&m) > 1 => {
+            return MapState::Absent(format!("{} has other hard links", map_path.display()))
+        }
+        _ => {}
+    }
     let text = match read_small(&map_path, MAX_MAP_BYTES) {
         Ok(Some(t)) => t,
         Ok(None) => return MapState::Absent(format!("no {}", map_path.display())),

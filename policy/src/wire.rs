@@ -158,6 +158,11 @@ pub struct DecideRequest {
     /// reviewer's evidence. Claims from the agent's uid: quoted to the model as data, never authority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transcript: Option<TranscriptTurns>,
+    /// The agent's `$HOME` as the hook saw it: how the agent's shell expands `~` and `$HOME` in
+    /// its commands (it may differ from the password database's home). `None` from an older hook
+    /// or when unset: the daemon uses the peer's home from the password database.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
 }
 
 /// `on` or `off`: a session's override of whether the model reviewer answers its asks.
@@ -461,6 +466,7 @@ mod tests {
             escape_hatch: None,
             reviewer: None,
             transcript: None,
+            home: None,
         };
         let text = serde_json::to_value(&req).unwrap();
         assert_eq!(

@@ -67,13 +67,15 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let tool = Tool::Bash {
         command: command.clone(),
     };
-    let step = decide::decide(
+    // Paths as the daemon would resolve them now (links, hard links, the repository git uses).
+    let step = decide::decide_with(
         Request {
             tool: &tool,
             project_root: &root_s,
             cwd: &cwd_s,
         },
         ctx,
+        &crate::engine::kernel::Kernel,
     );
 
     let analysis = shell::analyze(&command, &limits);

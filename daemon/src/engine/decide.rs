@@ -118,18 +118,33 @@ struct Judge {
     rules: Arc<RuleSet>,
     breaker_open: bool,
     uid: u32,
+    /// The agent's `$HOME` as the hook sent it: how its shell expands `~`.
+    agent_home: Option<String>,
     locations: Locations,
+    /// cmdgate's own paths beyond `Locations::own_paths`: the spool in use, the binaries.
+    extra_own: Vec<String>,
     extra_secrets: Vec<String>,
 }
 
-/// Step 4: the policy's step. A read tool's path is judged as spelled (the policy does no IO); a
-/// symbolic link can lead elsewhere (`notes.txt -> ~/.ssh/id_rsa`), so an allow must hold where it
-/// resolves too. The agent's home (password database), the listing of a searched directory and
-/// the link resolution read the system: this runs on the blocking pool. Returns the step and the
+/// Step 4: the policy's step, with every path the decision depends on resolved as the kernel
+/// resolves it now (`policy::decide::kernel`, resolver `engine::kernel`, shared with the hook):
+/// links in every component, hard links, cmdgate's own files under any spelling. `~` is the
+/// agent's `$HOME` as the hook saw it (its shell expands `~` with it), else the password
+/// database's home for its uid. The resolution, the password database and the listing of a
+/// searched directory read the system: this runs on the blocking pool. Returns the step and the
 /// agent's home.
 fn judge(j: Judge) -> (Step, String) {
-    let home = agent_home(j.uid);
-    let own_paths = j.locations.own_paths(&home);
+    let db_home = agent_home(j.uid);
+    let home = j
+        .agent_home
+        .filter(|h| h.starts_with('/'))
+        .unwrap_or_else(|| db_home.clone());
+    // Registrations and defaults under either home are cmdgate's.
+    let mut own_paths = j.locations.own_paths(&home);
+    if db_home != home {
+        own_paths.extend(j.locations.own_paths(&db_home));
+    }
+    own_paths.extend(j.extra_own);
     let read_policy = ReadPolicy {
         home: home.clone(),
         cwd: None,
@@ -153,20 +168,7 @@ fn judge(j: Judge) -> (Step, String) {
         project_root: &j.place_root,
         cwd: &j.place_cwd,
     };
-    let step = decide::decide(request, ctx);
-    let step = match (&step, resolved_read_tool(&j.tool, &j.place_cwd)) {
-        (Step::Decided(Decision::Allow(_)), Some(real)) => match decide::decide(
-            Request {
-                tool: &real,
-                ..request
-            },
-            ctx,
-        ) {
-            Step::Decided(Decision::Allow(_)) => step,
-            stricter => stricter,
-        },
-        _ => step,
-    };
+    let step = decide::decide_with(request, ctx, &crate::engine::kernel::Kernel);
     (step, home)
 }
 
@@ -298,7 +300,9 @@ impl Engine {
                 rules: Arc::clone(&coherent.rules),
                 breaker_open: coherent.breaker_open,
                 uid: peer.uid,
+                agent_home: req.home.clone(),
                 locations: self.paths.locations.clone(),
+                extra_own: own_extras(&self.paths),
                 extra_secrets: self.config.secret_paths.clone(),
             };
             move || judge(j)
@@ -571,31 +575,24 @@ fn micros(started: Instant) -> i64 {
     i64::try_from(started.elapsed().as_micros()).unwrap_or(i64::MAX)
 }
 
-/// A read tool (`Read`, `Glob`, `Grep`, `LS`) with its path as the file system resolves it
-/// (symbolic links followed), when that differs from how it is spelled; `None` otherwise, or when
-/// it does not resolve (nothing there to read through a link).
-fn resolved_read_tool(tool: &Tool, cwd: &str) -> Option<Tool> {
-    let real = |path: &str| -> Option<String> {
-        let spelled = Path::new(cwd).join(path);
-        let real = std::fs::canonicalize(&spelled).ok()?;
-        (real != spelled).then(|| real.to_string_lossy().into_owned())
-    };
-    match tool {
-        Tool::Read { tool, path } => Some(Tool::Read {
-            tool: tool.clone(),
-            path: real(path)?,
-        }),
-        Tool::Search {
-            tool,
-            path,
-            pattern,
-        } => Some(Tool::Search {
-            tool: tool.clone(),
-            path: Some(real(path.as_deref().unwrap_or("."))?),
-            pattern: pattern.clone(),
-        }),
-        _ => None,
+/// cmdgate's own paths the shared list does not know: the spool this daemon ingests and its
+/// binaries (the hook the agent's settings register lives beside `cmdgated`).
+fn own_extras(paths: &crate::config::Paths) -> Vec<String> {
+    let mut v: Vec<String> = paths
+        .spool_dir
+        .iter()
+        .chain([&paths.config_file, &paths.db, &paths.sandbox_state])
+        .map(|p| p.display().to_string())
+        .collect();
+    if let Ok(exe) = std::env::current_exe() {
+        v.push(exe.display().to_string());
+        if let Some(dir) = exe.parent() {
+            for bin in ["cmdgate", "cmdgate-hook", "cmdgate-run"] {
+                v.push(dir.join(bin).display().to_string());
+            }
+        }
     }
+    v
 }
 
 /// The agent's home: from the password database for its uid, else the daemon's `$HOME`.

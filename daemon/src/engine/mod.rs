@@ -15,6 +15,9 @@ pub mod approvals;
 pub mod breakers;
 mod decide;
 pub mod integrity;
+// The one resolver of paths as the kernel sees them, shared with the hook (std only).
+#[path = "../../../hook/src/kernel.rs"]
+pub mod kernel;
 pub mod learning;
 pub mod listing;
 pub mod notify;

@@ -41,7 +41,8 @@ struct Stamp {
 }
 
 fn stamp(path: &Path) -> Option<Stamp> {
-    let m = std::fs::metadata(path).ok()?;
+    // The entry itself, not a link's target: a link put in its place is a change.
+    let m = std::fs::symlink_metadata(path).ok()?;
     Some(Stamp {
         len: m.len(),
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
@@ -49,6 +50,48 @@ fn stamp(path: &Path) -> Option<Stamp> {
         ino: m.ino(),
         dev: m.dev(),
     })
+}
+
+/// The map file's text: `None` when there is none. The map is the regular file at the project root
+/// itself: a symbolic link (a map written through a link, or one kept elsewhere) or a file with
+/// other hard links (writable under another name) is refused, never followed.
+fn read_map(file: &Path) -> Option<Result<String, String>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(file);
+    let mut f = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Some(Err(format!(
+                "{} is a symbolic link; the tier map must be the file itself",
+                file.display()
+            )))
+        }
+        Err(e) => return Some(Err(format!("cannot read {}: {e}", file.display()))),
+    };
+    let checked = f
+        .metadata()
+        .map_err(|e| format!("cannot read {}: {e}", file.display()));
+    Some(checked.and_then(|m| {
+        if !m.is_file() {
+            return Err(format!("{} is not a regular file", file.display()));
+        }
+        if m.nlink() > 1 {
+            return Err(format!(
+                "{} has {} hard links; the tier map must have no other name",
+                file.display(),
+                m.nlink()
+            ));
+        }
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes)
+            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+        String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", file.display()))
+    }))
 }
 
 /// The pinned keys, reloaded when their file changes.
@@ -228,13 +271,7 @@ impl TierMaps {
             }
         }
         let project = root.to_string_lossy().into_owned();
-        let text = match std::fs::read(&file) {
-            Ok(bytes) => Some(
-                String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8", file.display())),
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(Err(format!("cannot read {}: {e}", file.display()))),
-        };
+        let text = read_map(&file);
         let content = match &text {
             Some(Ok(t)) => Some(tiermap::content_hash(t)),
             Some(Err(_)) | None => None,
