@@ -1,10 +1,10 @@
 //! The engine behind the server: each parsed request goes to the engine, and the engine's domain
 //! result (or error) becomes an HTTP answer here — the one place that knows status codes.
 
-use serde_json::json;
-
 use crate::api::routes::Rejection;
-use crate::api::types::{PendingAnswer, ResetBreaker};
+use crate::api::types::{
+    AuditShown, BreakerReset, ErrorReply, Health, PendingAnswer, ResetBreaker, RulesList,
+};
 use crate::api::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::engine::approvals::AnswerError;
 use crate::engine::rules_admin::{NewRuleRequest, RuleError};
@@ -18,12 +18,15 @@ fn internal(e: impl std::fmt::Display) -> ApiResponse {
 fn health() -> ApiResponse {
     ApiResponse::json(
         200,
-        &json!({"ok": true, "version": env!("CARGO_PKG_VERSION")}),
+        &Health {
+            ok: true,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        },
     )
 }
 
 /// A rule verb's result: 200 with its JSON, or the error's status.
-fn rule_answer(result: Result<serde_json::Value, RuleError>) -> ApiResponse {
+fn rule_answer<T: serde::Serialize>(result: Result<T, RuleError>) -> ApiResponse {
     match result {
         Ok(v) => ApiResponse::json(200, &v),
         Err(e) => rule_error(e),
@@ -37,7 +40,11 @@ fn rule_error(e: RuleError) -> ApiResponse {
         // Nothing changed; the answer names the current revision.
         RuleError::Conflict(c) => ApiResponse::json(
             409,
-            &json!({"error": c.to_string(), "revision": c.current, "expected": c.expected}),
+            &ErrorReply {
+                error: c.to_string(),
+                revision: Some(c.current),
+                expected: Some(c.expected),
+            },
         ),
         RuleError::Store(e) => internal(e),
         RuleError::NotReloaded { .. } => ApiResponse::error(500, &e.to_string()),
@@ -118,7 +125,7 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
                 .await;
             match found {
                 Ok(Some((row, Ok(outcomes)))) => {
-                    ApiResponse::json(200, &json!({"row": row, "outcomes": outcomes}))
+                    ApiResponse::json(200, &AuditShown { row, outcomes })
                 }
                 Ok(Some((_, Err(e)))) | Err(e) => internal(e),
                 Ok(None) => ApiResponse::error(404, &format!("no audit row {id}")),
@@ -129,9 +136,7 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
             Err(e) => internal(e),
         },
         ApiRequest::Rules => match engine.rules_list().await {
-            Ok((revision, rules)) => {
-                ApiResponse::json(200, &json!({"revision": revision, "rules": rules}))
-            }
+            Ok((revision, rules)) => ApiResponse::json(200, &RulesList { revision, rules }),
             Err(e) => internal(e),
         },
         ApiRequest::RuleShow(id) => match engine.rule_show(id).await {
@@ -159,7 +164,7 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
         }
         ApiRequest::ResetBreaker(ResetBreaker { scope }) => {
             match engine.reset_breakers(scope.as_deref()).await {
-                Ok(scopes) => ApiResponse::json(200, &json!({"reset": scopes})),
+                Ok(reset) => ApiResponse::json(200, &BreakerReset { reset }),
                 Err(e) => internal(e),
             }
         }

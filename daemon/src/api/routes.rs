@@ -224,7 +224,12 @@ impl ApiResponse {
     }
 
     pub fn error(status: u16, message: &str) -> ApiResponse {
-        let body = serde_json::to_vec(&serde_json::json!({ "error": message })).unwrap_or_default();
+        let body = serde_json::to_vec(&crate::api::types::ErrorReply {
+            error: message.to_owned(),
+            revision: None,
+            expected: None,
+        })
+        .unwrap_or_default();
         ApiResponse {
             status,
             body: Some(body),

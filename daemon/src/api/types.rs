@@ -1,7 +1,60 @@
 //! The admin API's request and reply types (serde), shared by the server (`routes.rs`,
-//! `handler.rs`) and the CLI's client. The hook's wire types are `cmdgate_policy::wire`'s.
+//! `handler.rs`) and the CLI's typed client (`cli::client::call`): the one module both ends import.
+//! Replies the engine or store produce are defined there (they carry domain data) and re-exported
+//! here. The hook's wire types are `cmdgate_policy::wire`'s.
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::engine::approvals::Answered;
+pub use crate::engine::breakers::{BreakerView, BreakersSummary, LastTransition};
+pub use crate::engine::integrity::{AuditFailure, AuditFailures};
+pub use crate::engine::outcome::SpoolIngested;
+pub use crate::engine::pending::PendingInfo;
+pub use crate::engine::rules_admin::{RuleAdded, RuleEnabled, RuleRemoved};
+pub use crate::engine::status::{
+    Status, StatusApprovals, StatusDeadlines, StatusNotifications, StatusPaths,
+};
+pub use crate::engine::tiermaps::ProjectStatus;
+pub use crate::store::audit::{AuditRow, ChainReport, Query};
+pub use crate::store::state::{RuleShown, StoredRule};
+
+/// Every error answer: `{"error": …}`; a rule edit made against an old revision (409) also names
+/// the current and the expected revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorReply {
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<i64>,
+}
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub ok: bool,
+    pub version: String,
+}
+
+/// `GET /admin/rules`: the rules and the revision they are at, read together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RulesList {
+    pub revision: i64,
+    pub rules: Vec<StoredRule>,
+}
+
+/// `GET /admin/audit/{id}`: a row and the outcome rows that joined it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditShown {
+    pub row: AuditRow,
+    pub outcomes: Vec<AuditRow>,
+}
+
+/// `POST /admin/breaker/reset`: the scopes reset.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerReset {
+    pub reset: Vec<String>,
+}
 
 /// `POST /admin/rules`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,5 +125,43 @@ mod tests {
             AnswerPending::default()
         );
         assert!(serde_json::from_str::<AnswerPending>(r#"{"remeber":true}"#).is_err());
+    }
+
+    /// The typed replies keep the bodies the untyped server sent (the CLI's `--json` prints them).
+    #[test]
+    fn replies_keep_their_wire_shape() {
+        fn json<T: Serialize>(v: &T) -> serde_json::Value {
+            serde_json::to_value(v).unwrap()
+        }
+        assert_eq!(
+            json(&ErrorReply {
+                error: "no rule 4".into(),
+                revision: None,
+                expected: None
+            }),
+            serde_json::json!({"error": "no rule 4"})
+        );
+        assert_eq!(
+            json(&SpoolIngested {
+                ingested: 0,
+                skipped: 0,
+                spool_dir: Some(None)
+            }),
+            serde_json::json!({"ingested": 0, "skipped": 0, "spool_dir": null})
+        );
+        assert_eq!(
+            json(&SpoolIngested {
+                ingested: 2,
+                skipped: 1,
+                spool_dir: None
+            }),
+            serde_json::json!({"ingested": 2, "skipped": 1})
+        );
+        assert_eq!(
+            json(&BreakerReset {
+                reset: vec!["global".into()]
+            }),
+            serde_json::json!({"reset": ["global"]})
+        );
     }
 }

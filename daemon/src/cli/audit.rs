@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::api::serve;
+use crate::api::types::AuditShown;
 use crate::cli::client;
 use crate::store::audit::{self, AuditRow, ChainReport, Query};
 
@@ -76,10 +77,6 @@ pub enum AuditCommand {
     },
 }
 
-fn rows(v: Value) -> anyhow::Result<Vec<AuditRow>> {
-    Ok(serde_json::from_value(v)?)
-}
-
 fn line(r: &AuditRow) -> String {
     let e = &r.entry;
     let what = e
@@ -114,12 +111,10 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
     let admin = paths.admin_socket.clone();
     let query = |q: &Query| -> anyhow::Result<Vec<AuditRow>> {
-        rows(client::call(
-            &admin,
-            "POST",
-            "/admin/audit/query",
-            Some(&serde_json::to_value(q)?),
-        )?)
+        Ok(
+            client::call::<Query, Vec<AuditRow>>(&admin, "POST", "/admin/audit/query", Some(q))?
+                .value,
+        )
     };
     match args.command {
         AuditCommand::Tail {
@@ -149,11 +144,11 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Show { id, json } => {
-            let v = client::call(&admin, "GET", &format!("/admin/audit/{id}"), None)?;
+            let shown = client::get::<AuditShown>(&admin, &format!("/admin/audit/{id}"))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", serde_json::to_string_pretty(&shown.raw)?);
             } else {
-                let row: AuditRow = serde_json::from_value(v["row"].clone())?;
+                let row = shown.value.row;
                 let fields = serde_json::to_value(&row)?;
                 for (k, val) in fields.as_object().into_iter().flatten() {
                     if !val.is_null() {
@@ -165,7 +160,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                         );
                     }
                 }
-                for o in rows(v["outcomes"].clone())? {
+                for o in shown.value.outcomes {
                     println!(
                         "outcome           #{} success={:?} exit={:?}",
                         o.id, o.entry.success, o.entry.exit_code
@@ -208,12 +203,7 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
         AuditCommand::Verify { db, json } => {
             let report: ChainReport = match db {
                 Some(path) => audit::verify(&crate::store::open_read_only(&path)?)?,
-                None => serde_json::from_value(client::call(
-                    &admin,
-                    "GET",
-                    "/admin/audit/verify",
-                    None,
-                )?)?,
+                None => client::get::<ChainReport>(&admin, "/admin/audit/verify")?.value,
             };
             if json {
                 println!("{}", json!(report));

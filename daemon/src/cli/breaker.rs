@@ -4,10 +4,12 @@
 
 use std::process::ExitCode;
 
-use serde_json::{json, Value};
+use cmdgate_policy::breaker::Transition;
 
 use crate::api::serve;
+use crate::api::types::{BreakerReset, BreakersSummary, ResetBreaker, Status};
 use crate::cli::client;
+use crate::cli::status::name_of;
 
 /// Arguments of `cmdgate breaker`.
 #[derive(Debug, clap::Args)]
@@ -45,15 +47,11 @@ pub fn run(args: BreakerArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
     match args.command {
         BreakerCommand::Status { json } => {
-            let status = client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
-            let breakers = &status["breakers"];
-            if breakers.is_null() {
-                anyhow::bail!("the daemon's status has no breakers");
-            }
+            let status = client::get::<Status>(&paths.admin_socket, "/admin/status")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(breakers)?);
+                println!("{}", serde_json::to_string_pretty(&status.raw["breakers"])?);
             } else {
-                print!("{}", render(breakers));
+                print!("{}", render(&status.value.breakers));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -64,22 +62,17 @@ pub fn run(args: BreakerArgs) -> anyhow::Result<ExitCode> {
             json,
         } => {
             let scope = scope_of(session, global, scope);
-            let answer = client::call(
+            let answer = client::call::<_, BreakerReset>(
                 &paths.admin_socket,
                 "POST",
                 "/admin/breaker/reset",
-                Some(&json!({ "scope": scope })),
+                Some(&ResetBreaker { scope }),
             )?;
             if json {
-                println!("{answer}");
+                println!("{}", answer.raw);
                 return Ok(ExitCode::SUCCESS);
             }
-            let scopes: Vec<&str> = answer["reset"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str())
-                .collect();
+            let scopes = answer.value.reset;
             if scopes.is_empty() {
                 // Nothing matched a named scope: say so, and fail, so a typo is not mistaken for
                 // a reset.
@@ -102,46 +95,45 @@ fn scope_of(session: Option<String>, global: bool, scope: Option<String>) -> Opt
 }
 
 /// One block per breaker, for people.
-fn render(breakers: &Value) -> String {
+fn render(breakers: &BreakersSummary) -> String {
     let mut out = String::new();
-    let all = std::iter::once(&breakers["global"])
-        .chain(breakers["sessions"].as_array().into_iter().flatten());
-    for b in all {
-        let state = b["state"]["state"].as_str().unwrap_or("unknown");
+    for b in std::iter::once(&breakers.global).chain(&breakers.sessions) {
         out.push_str(&format!(
             "{:<24} {:<9} score {}/{}\n",
-            b["scope"].as_str().unwrap_or("?"),
-            state.replace('_', "-"),
-            b["score"],
-            b["threshold"]
+            b.scope,
+            name_of(&b.state).replace('_', "-"),
+            b.score,
+            b.threshold
         ));
-        if let Some(at) = b["opened_at_ms"].as_u64() {
-            out.push_str(&format!("  opened      {}\n", when(at)));
-            match b["half_open_at_ms"].as_u64() {
-                Some(h) => out.push_str(&format!("  half-opens  {}\n", when(h))),
+        if let Some(at) = b.opened_at_ms {
+            out.push_str(&format!("  opened      {}\n", when(at.0)));
+            match b.half_open_at_ms {
+                Some(h) => out.push_str(&format!("  half-opens  {}\n", when(h.0))),
                 None => {
                     out.push_str("  half-opens  never: only `cmdgate breaker reset` closes it\n")
                 }
             }
         }
-        if let Some(at) = b["half_open_since_ms"].as_u64() {
-            out.push_str(&format!("  half-open since {}\n", when(at)));
+        if let Some(at) = b.half_open_since_ms {
+            out.push_str(&format!("  half-open since {}\n", when(at.0)));
         }
-        if let Some(t) = b["last_transition"].as_object() {
+        if let Some(t) = &b.last_transition {
             out.push_str(&format!(
                 "  last        {} at {}\n",
-                t.get("transition")
-                    .and_then(|t| t["transition"].as_str())
-                    .unwrap_or("?")
-                    .replace('_', "-"),
-                t.get("at_ms")
-                    .and_then(Value::as_u64)
-                    .map(when)
-                    .unwrap_or_default()
+                transition_name(&t.transition).replace('_', "-"),
+                when(t.at_ms.0)
             ));
         }
     }
     out
+}
+
+/// A transition's serialized tag (`tripped`, `half_opened`, …).
+fn transition_name(t: &Transition) -> String {
+    match serde_json::to_value(t) {
+        Ok(v) => v["transition"].as_str().unwrap_or("?").to_owned(),
+        Err(_) => "?".to_owned(),
+    }
 }
 
 /// A Unix-millisecond time as UTC, and how far from now.
@@ -206,13 +198,13 @@ mod tests {
 
     #[test]
     fn an_open_breaker_says_when_it_half_opens() {
-        let text = render(&json!({
+        let text = render(&serde_json::from_value(serde_json::json!({
             "global": {"scope": "global", "state": {"state": "closed"}, "score": 0, "threshold": 50},
             "sessions": [{"scope": "session:s", "session": "s",
                 "state": {"state": "open", "since": 1, "score": 3, "half_open_at": 2},
                 "score": 3, "threshold": 2, "opened_at_ms": 1000, "half_open_at_ms": 2000,
                 "last_transition": {"at_ms": 1000, "transition": {"transition": "tripped", "score": 3}}}]
-        }));
+        })).unwrap());
         assert!(text.contains("session:s"), "{text}");
         assert!(text.contains("open      score 3/2"), "{text}");
         assert!(

@@ -1,10 +1,16 @@
 //! The operator CLI's client for the daemon's sockets: one HTTP/1.1 request per connection over a
-//! std `UnixStream`, with timeouts (the CLI needs no async runtime for this).
+//! std `UnixStream`, with timeouts (the CLI needs no async runtime for this). Requests and replies
+//! are the typed `crate::api::types`, the same types the server uses.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::api::types::ErrorReply;
 
 /// Why a request to the daemon failed.
 #[derive(Debug, thiserror::Error)]
@@ -101,13 +107,33 @@ fn parse(raw: &[u8]) -> Result<Reply, ClientError> {
     Ok(Reply { status, body })
 }
 
-/// A JSON request expecting a 2xx JSON answer (or `null` for 204).
-pub fn call(
+/// A decoded answer, and the reply as received: `--json` prints `raw`, so its output is the
+/// daemon's reply verbatim.
+#[derive(Debug, Clone)]
+pub struct Answer<T> {
+    pub value: T,
+    pub raw: serde_json::Value,
+}
+
+/// What one request came to: a 2xx answer, or the daemon's error reply and status.
+#[derive(Debug, Clone)]
+pub enum Outcome<T> {
+    Done(Answer<T>),
+    Refused { status: u16, reply: ErrorReply },
+}
+
+/// Sends `body` (typed: `api::types`) and decodes a 2xx answer as `T` (`()` for none); any other
+/// status comes back as the daemon's `ErrorReply`.
+pub fn send<B, T>(
     socket: &Path,
     method: &str,
     path: &str,
-    body: Option<&serde_json::Value>,
-) -> Result<serde_json::Value, ClientError> {
+    body: Option<&B>,
+) -> Result<Outcome<T>, ClientError>
+where
+    B: Serialize + ?Sized,
+    T: DeserializeOwned,
+{
     let bytes = body.map(serde_json::to_vec).transpose()?;
     let reply = request(
         socket,
@@ -117,19 +143,49 @@ pub fn call(
         Duration::from_secs(60),
     )?;
     if !(200..300).contains(&reply.status) {
-        let message = serde_json::from_slice::<serde_json::Value>(&reply.body)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&reply.body).into_owned());
-        return Err(ClientError::Status {
+        let reply_body =
+            serde_json::from_slice::<ErrorReply>(&reply.body).unwrap_or_else(|_| ErrorReply {
+                error: String::from_utf8_lossy(&reply.body).into_owned(),
+                revision: None,
+                expected: None,
+            });
+        return Ok(Outcome::Refused {
             status: reply.status,
-            message,
+            reply: reply_body,
         });
     }
-    if reply.body.is_empty() {
-        return Ok(serde_json::Value::Null);
+    let raw = if reply.body.is_empty() {
+        serde_json::Value::Null
+    } else {
+        serde_json::from_slice(&reply.body)?
+    };
+    let value = T::deserialize(&raw)?;
+    Ok(Outcome::Done(Answer { value, raw }))
+}
+
+/// [`send`], with an error reply as [`ClientError::Status`].
+pub fn call<B, T>(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&B>,
+) -> Result<Answer<T>, ClientError>
+where
+    B: Serialize + ?Sized,
+    T: DeserializeOwned,
+{
+    match send(socket, method, path, body)? {
+        Outcome::Done(answer) => Ok(answer),
+        Outcome::Refused { status, reply } => Err(ClientError::Status {
+            status,
+            message: reply.error,
+        }),
     }
-    Ok(serde_json::from_slice(&reply.body)?)
+}
+
+/// [`call`] without a body.
+pub fn get<T: DeserializeOwned>(socket: &Path, path: &str) -> Result<Answer<T>, ClientError> {
+    call::<(), T>(socket, "GET", path, None)
 }
 
 #[cfg(test)]

@@ -3,9 +3,8 @@
 
 use std::process::ExitCode;
 
-use serde_json::{json, Value};
-
 use crate::api::serve;
+use crate::api::types::{AnswerPending, Answered, PendingInfo};
 use crate::cli::client;
 
 /// Arguments of `cmdgate pending`.
@@ -31,36 +30,30 @@ pub struct AnswerArgs {
     pub json: bool,
 }
 
-fn text(v: &Value) -> String {
-    v.as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| v.to_string())
-}
-
 pub fn list(args: PendingArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
-    let pending = client::call(&paths.admin_socket, "GET", "/admin/pending", None)?;
+    let pending = client::get::<Vec<PendingInfo>>(&paths.admin_socket, "/admin/pending")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&pending)?);
+        println!("{}", serde_json::to_string_pretty(&pending.raw)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let items = pending.as_array().cloned().unwrap_or_default();
+    let items = pending.value;
     if items.is_empty() {
         println!("nothing is waiting for an answer");
         return Ok(ExitCode::SUCCESS);
     }
     let now = crate::clock::now_ms();
     for p in &items {
-        let left = p["deadline_ms"].as_i64().unwrap_or(now).saturating_sub(now) / 1000;
+        let left = p.deadline_ms.saturating_sub(now) / 1000;
         println!(
             "#{:<6} {}  {}  (session {}, denied in {left} s unless answered)",
-            p["id"],
-            text(&p["tool"]),
-            text(&p["command"]).replace('\n', " ; "),
-            text(&p["session"]),
+            p.id,
+            p.tool,
+            p.command.as_deref().unwrap_or("null").replace('\n', " ; "),
+            p.session,
         );
-        println!("        in {}", text(&p["project"]));
-        println!("        why: {}", text(&p["reason"]));
+        println!("        in {}", p.project.as_deref().unwrap_or("null"));
+        println!("        why: {}", p.reason);
     }
     println!("answer with `cmdgate approve ID` or `cmdgate reject ID` (--remember, --note TEXT)");
     Ok(ExitCode::SUCCESS)
@@ -69,27 +62,31 @@ pub fn list(args: PendingArgs) -> anyhow::Result<ExitCode> {
 pub fn answer(args: AnswerArgs, approve: bool) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
     let verb = if approve { "approve" } else { "reject" };
-    let body = json!({"remember": args.remember, "note": args.note});
-    let answered = client::call(
+    let body = AnswerPending {
+        remember: args.remember,
+        note: args.note,
+    };
+    let answer = client::call::<_, Answered>(
         &paths.admin_socket,
         "POST",
         &format!("/admin/pending/{}/{verb}", args.id),
         Some(&body),
     )?;
     if args.json {
-        println!("{answered}");
+        println!("{}", answer.raw);
         return Ok(ExitCode::SUCCESS);
     }
+    let answered = answer.value;
     let done = if approve { "approved" } else { "rejected" };
-    print!("#{} {done} (audit row {})", args.id, answered["audit_id"]);
-    if let Some(rule) = answered["rule"].as_i64() {
+    print!("#{} {done} (audit row {})", args.id, answered.audit_id);
+    if let Some(rule) = answered.rule {
         print!("; remembered as rule #{rule}");
     }
     println!();
-    if answered["delivered"] == false {
+    if !answered.delivered {
         println!(
             "the agent had stopped waiting: the call did not run, but the answer{} is recorded",
-            if answered["rule"].is_i64() {
+            if answered.rule.is_some() {
                 " and the rule"
             } else {
                 ""

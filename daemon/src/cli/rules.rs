@@ -10,13 +10,18 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::json;
 
 use crate::api::serve;
-use crate::cli::client;
+use crate::api::types::{
+    AddRule, AuditRow, RuleAdded, RuleEdit, RuleEnabled, RuleRemoved, RuleShown, RulesList,
+    StoredRule,
+};
+use crate::cli::client::{self, Outcome};
 use crate::engine::project;
 
 /// The exit code of an edit refused because the rules changed since the revision it was made
@@ -127,43 +132,58 @@ pub fn run(args: RulesArgs) -> anyhow::Result<ExitCode> {
     let admin = &paths.admin_socket;
     match args.command {
         RulesCommand::List { json } => {
-            let listed = client::call(admin, "GET", "/admin/rules", None)?;
+            let listed = client::get::<RulesList>(admin, "/admin/rules")?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&listed)?);
+                println!("{}", serde_json::to_string_pretty(&listed.raw)?);
             } else {
-                println!("rules revision {}", listed["revision"]);
-                for r in listed["rules"].as_array().into_iter().flatten() {
+                println!("rules revision {}", listed.value.revision);
+                for r in &listed.value.rules {
                     println!("{}", rule_line(r));
                 }
             }
             Ok(ExitCode::SUCCESS)
         }
         RulesCommand::Show { id, json } => {
-            let shown = client::call(admin, "GET", &format!("/admin/rules/{id}"), None)?;
+            let shown = client::get::<RuleShown>(admin, &format!("/admin/rules/{id}"))?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&shown)?);
+                println!("{}", serde_json::to_string_pretty(&shown.raw)?);
             } else {
-                print_shown(&shown);
+                print_shown(&shown.value);
             }
             Ok(ExitCode::SUCCESS)
         }
         RulesCommand::Enable { id, edit } => {
             let path = format!("/admin/rules/{id}/enable");
-            edit_rule(admin, "POST", &path, json!({}), &edit, |_| {
-                format!("rule #{id} enabled")
-            })
+            edit_rule(
+                admin,
+                "POST",
+                &path,
+                |if_revision| RuleEdit { if_revision },
+                &edit,
+                |done: &RuleEnabled| (format!("rule #{id} enabled"), done.revision),
+            )
         }
         RulesCommand::Disable { id, edit } => {
             let path = format!("/admin/rules/{id}/disable");
-            edit_rule(admin, "POST", &path, json!({}), &edit, |_| {
-                format!("rule #{id} disabled")
-            })
+            edit_rule(
+                admin,
+                "POST",
+                &path,
+                |if_revision| RuleEdit { if_revision },
+                &edit,
+                |done: &RuleEnabled| (format!("rule #{id} disabled"), done.revision),
+            )
         }
         RulesCommand::Remove { id, edit } => {
             let path = format!("/admin/rules/{id}");
-            edit_rule(admin, "DELETE", &path, json!({}), &edit, |_| {
-                format!("rule #{id} removed")
-            })
+            edit_rule(
+                admin,
+                "DELETE",
+                &path,
+                |if_revision| RuleEdit { if_revision },
+                &edit,
+                |done: &RuleRemoved| (format!("rule #{id} removed"), done.revision),
+            )
         }
         RulesCommand::AlwaysAsk(rule) => add(admin, "always_ask", rule),
         RulesCommand::Remember { decision, rule } => {
@@ -191,133 +211,127 @@ fn project_of(arg: Option<PathBuf>) -> anyhow::Result<PathBuf> {
 
 fn add(admin: &std::path::Path, kind: &str, rule: NewRuleArgs) -> anyhow::Result<ExitCode> {
     let project = project_of(rule.project)?;
-    let body = json!({
-        "kind": kind,
-        "project": project,
-        "command": rule.command.join(" "),
-        "note": rule.note,
-    });
     let what = kind.replace('_', "-");
-    edit_rule(admin, "POST", "/admin/rules", body, &rule.edit, |added| {
-        format!(
-            "rule #{} ({what}) added for `{}` in {}",
-            added["id"],
-            text(&added["key"]).replace('\n', " ; "),
-            text(&added["project"])
-        )
-    })
+    let (command, note) = (rule.command.join(" "), rule.note);
+    edit_rule(
+        admin,
+        "POST",
+        "/admin/rules",
+        |if_revision| AddRule {
+            kind: kind.to_owned(),
+            project: project.to_string_lossy().into_owned(),
+            command,
+            note,
+            if_revision,
+        },
+        &rule.edit,
+        |added: &RuleAdded| {
+            (
+                format!(
+                    "rule #{} ({what}) added for `{}` in {}",
+                    added.id,
+                    added.key.replace('\n', " ; "),
+                    added.project
+                ),
+                added.revision,
+            )
+        },
+    )
 }
 
 /// Sends one revision-checked edit and prints its result; a conflict exits [`EXIT_CONFLICT`].
-fn edit_rule(
+fn edit_rule<B: Serialize, T: DeserializeOwned>(
     admin: &std::path::Path,
     method: &str,
     path: &str,
-    mut body: Value,
+    body: impl FnOnce(Option<i64>) -> B,
     edit: &EditOptions,
-    done: impl FnOnce(&Value) -> String,
+    done: impl FnOnce(&T) -> (String, i64),
 ) -> anyhow::Result<ExitCode> {
     let expected = match edit.revision {
         Some(r) => r,
         // Without an explicit expectation, the revision now: an edit racing another one still
         // conflicts instead of overwriting it.
-        None => client::call(admin, "GET", "/admin/rules", None)?["revision"]
-            .as_i64()
-            .context("the daemon's rule list has no revision")?,
+        None => {
+            client::get::<RulesList>(admin, "/admin/rules")?
+                .value
+                .revision
+        }
     };
-    body["if_revision"] = json!(expected);
-    let bytes = serde_json::to_vec(&body)?;
-    let reply = client::request(admin, method, path, Some(&bytes), Duration::from_secs(60))?;
-    let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
-    match reply.status {
-        200..=299 => {
+    match client::send::<B, T>(admin, method, path, Some(&body(Some(expected))))? {
+        Outcome::Done(answer) => {
             if edit.json {
-                println!("{answer}");
+                println!("{}", answer.raw);
             } else {
-                println!("{} (rules revision {})", done(&answer), answer["revision"]);
+                let (what, revision) = done(&answer.value);
+                println!("{what} (rules revision {revision})");
             }
             Ok(ExitCode::SUCCESS)
         }
-        409 => {
-            let error = answer["error"].as_str().map_or_else(
-                || String::from_utf8_lossy(&reply.body).into_owned(),
-                str::to_owned,
-            );
+        Outcome::Refused { status: 409, reply } => {
             if edit.json {
                 println!(
                     "{}",
-                    json!({"conflict": true, "error": error, "revision": answer["revision"], "expected": expected})
+                    json!({"conflict": true, "error": reply.error, "revision": reply.revision, "expected": expected})
                 );
             }
-            eprintln!("cmdgate: {error}");
+            eprintln!("cmdgate: {}", reply.error);
             Ok(ExitCode::from(EXIT_CONFLICT))
         }
-        status => {
-            let error = answer["error"].as_str().map_or_else(
-                || String::from_utf8_lossy(&reply.body).into_owned(),
-                str::to_owned,
-            );
-            bail!("the daemon answered {status}: {error}")
+        Outcome::Refused { status, reply } => {
+            bail!("the daemon answered {status}: {}", reply.error)
         }
     }
 }
 
-fn text(v: &Value) -> String {
-    v.as_str()
-        .map(str::to_owned)
-        .unwrap_or_else(|| v.to_string())
-}
-
-fn rule_line(r: &Value) -> String {
+fn rule_line(r: &StoredRule) -> String {
+    // The id is not padded (it never was: the list printed it as JSON).
     format!(
-        "#{:<4} {:<10} {:<8} {} in {} (by {}, evidence {}){}",
-        r["id"],
-        text(&r["kind"]),
-        if r["enabled"] == true {
-            "enabled"
-        } else {
-            "disabled"
-        },
-        text(&r["key"]).replace('\n', " ; "),
-        text(&r["project"]),
-        text(&r["created_by"]),
-        r["provenance"],
-        r["note"]
-            .as_str()
+        "#{} {:<10} {:<8} {} in {} (by {}, evidence {}){}",
+        r.id,
+        r.kind,
+        if r.enabled { "enabled" } else { "disabled" },
+        r.key.replace('\n', " ; "),
+        r.project,
+        r.created_by,
+        serde_json::to_string(&r.provenance).unwrap_or_default(),
+        r.note
+            .as_deref()
             .map(|n| format!(" — note: {n}"))
             .unwrap_or_default()
     )
 }
 
-fn audit_line(r: &Value) -> String {
-    let what = r["command"]
-        .as_str()
-        .or_else(|| r["note"].as_str())
+fn audit_line(r: &AuditRow) -> String {
+    let e = &r.entry;
+    let what = e
+        .command
+        .as_deref()
+        .or(e.note.as_deref())
         .unwrap_or_default();
     let what: String = what.chars().take(80).collect::<String>().replace('\n', "⏎");
     format!(
-        "  audit #{:<6} {}  {:<9} {:<8} {}",
-        r["id"],
-        r["at_ms"],
-        text(&r["kind"]),
-        r["decision"].as_str().unwrap_or("-"),
+        "  audit #{} {}  {:<9} {:<8} {}",
+        r.id,
+        e.at_ms,
+        e.kind,
+        e.decision.as_deref().unwrap_or("-"),
         what
     )
 }
 
-fn print_shown(shown: &Value) {
-    println!("{}", rule_line(&shown["rule"]));
-    for (title, key) in [
-        ("sources (the audit rows that earned it)", "sources"),
-        ("history", "history"),
-        ("requests it matched (newest first)", "matched"),
+fn print_shown(shown: &RuleShown) {
+    println!("{}", rule_line(&shown.rule));
+    for (title, rows) in [
+        ("sources (the audit rows that earned it)", &shown.sources),
+        ("history", &shown.history),
+        ("requests it matched (newest first)", &shown.matched),
     ] {
-        let rows = shown[key].as_array().cloned().unwrap_or_default();
         if rows.is_empty() {
             println!("{title}: none");
         } else {
             println!("{title}:");
-            for r in &rows {
+            for r in rows {
                 println!("{}", audit_line(r));
             }
         }

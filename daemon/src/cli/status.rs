@@ -2,9 +2,8 @@
 
 use std::process::ExitCode;
 
-use serde_json::Value;
-
 use crate::api::serve;
+use crate::api::types::Status;
 use crate::cli::client;
 
 /// Arguments of `cmdgate status`.
@@ -14,77 +13,80 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// The serialized name of a closed value (`mode`, an approval mode, a breaker state's tag).
+pub(crate) fn name_of<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(serde_json::Value::Object(o)) => match o.get("state") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            _ => "unknown".into(),
+        },
+        Ok(other) => other.to_string(),
+        Err(_) => "unknown".into(),
+    }
+}
+
 pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
-    let s = client::call(&paths.admin_socket, "GET", "/admin/status", None)?;
+    let answer = client::get::<Status>(&paths.admin_socket, "/admin/status")?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        println!("{}", serde_json::to_string_pretty(&answer.raw)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let text = |v: &Value| match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
-    };
+    let s = answer.value;
     println!(
         "cmdgated {} (pid {}), up {} s, mode {}",
-        text(&s["version"]),
-        s["pid"],
-        s["uptime_s"],
-        text(&s["mode"])
+        s.version,
+        s.pid,
+        s.uptime_s,
+        name_of(&s.mode)
     );
-    println!("decide socket  {}", text(&s["paths"]["decide_socket"]));
-    println!("admin socket   {}", text(&s["paths"]["admin_socket"]));
+    println!("decide socket  {}", s.paths.decide_socket.display());
+    println!("admin socket   {}", s.paths.admin_socket.display());
     println!(
         "store          {} (last audit row {})",
-        text(&s["paths"]["store"]),
-        text(&s["last_audit_id"])
+        s.paths.store.display(),
+        s.last_audit_id
+            .map_or_else(|| "-".to_owned(), |id| id.to_string())
     );
     println!(
         "decisions      {} served, {} peers refused",
-        s["decisions_served"], s["peers_refused"]
+        s.decisions_served, s.peers_refused
     );
-    println!("test-runs      {}", text(&s["test_runs"]));
+    println!("test-runs      {}", s.test_runs);
     println!(
         "approvals      {} mode, {} pending (`cmdgate pending`)",
-        text(&s["approvals"]["mode"]),
-        s["approvals"]["pending"]
+        name_of(&s.approvals.mode),
+        s.approvals.pending
     );
     println!(
         "rules          {}{}",
-        s["rules"],
-        if s["rules_stale"] == true {
+        s.rules,
+        if s.rules_stale {
             " — STALE: a reload failed after a change; every routed call is refused until it loads"
         } else {
             ""
         }
     );
-    let failures = s["audit_failures"]["count"].as_u64().unwrap_or(0);
-    if failures > 0 {
-        let last = &s["audit_failures"]["last"];
-        println!(
-            "audit          INTEGRITY: {failures} audit write(s) failed since start; last: {} ({})",
-            text(&last["what"]),
-            text(&last["error"])
-        );
-    } else {
-        println!("audit          every write committed");
+    match &s.audit_failures.last {
+        Some(last) if s.audit_failures.count > 0 => println!(
+            "audit          INTEGRITY: {} audit write(s) failed since start; last: {} ({})",
+            s.audit_failures.count, last.what, last.error
+        ),
+        _ => println!("audit          every write committed"),
     }
-    println!(
-        "global breaker {}",
-        text(&s["breakers"]["global"]["state"]["state"])
-    );
-    for b in s["breakers"]["sessions"].as_array().into_iter().flatten() {
+    println!("global breaker {}", name_of(&s.breakers.global.state));
+    for b in &s.breakers.sessions {
         println!(
             "  session {}: {} (score {})",
-            text(&b["session"]),
-            text(&b["state"]["state"]),
-            b["score"]
+            b.session.as_deref().unwrap_or("-"),
+            name_of(&b.state),
+            b.score
         );
     }
-    for p in s["projects"].as_array().into_iter().flatten() {
-        println!("project {}: {}", text(&p["project"]), text(&p["active"]));
-        if let Some(problem) = p["problem"].as_str() {
+    for p in &s.projects {
+        println!("project {}: {}", p.project, p.active);
+        if let Some(problem) = &p.problem {
             println!("  problem: {problem}");
         }
     }

@@ -13,7 +13,7 @@ use cmdgate_policy::decide::canonical_key;
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::wire::{self, ApprovalMode, DecideRequest, DecideResponse, Verdict};
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use crate::clock;
 use crate::config::HOOK_DEADLINE;
@@ -34,6 +34,22 @@ const HOOK_MARGIN: Duration = Duration::from_secs(4);
 const ANSWER_GRACE: Duration = Duration::from_secs(3);
 /// Below this there is no point in holding: the operator could not answer.
 const MIN_HOLD: Duration = Duration::from_secs(1);
+
+/// `POST /admin/pending/{id}/approve|reject`: the answer as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Answered {
+    pub id: i64,
+    pub decision: Verdict,
+    /// The `decision` row of the answer.
+    pub audit_id: i64,
+    /// The rule remembered with it.
+    pub rule: Option<i64>,
+    pub note: Option<String>,
+    /// What the agent was told.
+    pub reason: String,
+    /// Whether the waiting hook got it (it may have left at its deadline).
+    pub delivered: bool,
+}
 
 /// Why an operator's answer to a pending request was not taken.
 #[derive(Debug, thiserror::Error)]
@@ -210,7 +226,7 @@ impl Engine {
         approve: bool,
         remember: bool,
         note: Option<&str>,
-    ) -> Result<serde_json::Value, AnswerError> {
+    ) -> Result<Answered, AnswerError> {
         let verdict = if approve {
             Verdict::Allow
         } else {
@@ -341,14 +357,14 @@ impl Engine {
             rule: rule.map(|r| format!("rule #{r}")),
             audit_id: row,
         }));
-        Ok(json!({
-                "id": id,
-                "decision": verdict.as_str(),
-                "audit_id": row,
-                "rule": rule,
-                "note": note,
-                "reason": reason,
-                "delivered": delivered,
-        }))
+        Ok(Answered {
+            id,
+            decision: verdict,
+            audit_id: row,
+            rule,
+            note,
+            reason,
+            delivered,
+        })
     }
 }

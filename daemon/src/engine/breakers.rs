@@ -9,8 +9,7 @@ use std::sync::Arc;
 use cmdgate_policy::breaker::{Breaker, BreakerConfig, Signal, State, Transition};
 use cmdgate_policy::time::UnixMillis;
 use rusqlite::Connection;
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::clock;
@@ -31,6 +30,38 @@ pub struct Changed {
     /// The serialized `Breaker`.
     pub state: String,
     pub transition: Option<Transition>,
+}
+
+/// Every breaker that is not quiet (`cmdgate breaker status`, the `breakers` of `cmdgate status`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakersSummary {
+    pub global: BreakerView,
+    /// Sessions whose breaker is not closed, has a score, or made a transition; by scope.
+    pub sessions: Vec<BreakerView>,
+}
+
+/// One breaker as the operator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerView {
+    /// `global` or `session:<id>`.
+    pub scope: String,
+    /// The session id (session breakers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub state: State,
+    pub score: u32,
+    pub threshold: u32,
+    pub opened_at_ms: Option<UnixMillis>,
+    pub half_open_at_ms: Option<UnixMillis>,
+    pub half_open_since_ms: Option<UnixMillis>,
+    pub last_transition: Option<LastTransition>,
+}
+
+/// A breaker's latest transition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastTransition {
+    pub at_ms: UnixMillis,
+    pub transition: Transition,
 }
 
 /// All breakers.
@@ -233,8 +264,8 @@ impl Breakers {
     /// The global breaker and every session breaker that is not closed, has a score, or made a
     /// transition, for `status` and `breaker status`: state (the tagged `State`), score and
     /// threshold, when it opened and when it goes half-open, the last transition.
-    pub fn summary(&self, now: UnixMillis) -> Value {
-        let mut sessions: Vec<Value> = self
+    pub fn summary(&self, now: UnixMillis) -> BreakersSummary {
+        let mut sessions: Vec<BreakerView> = self
             .sessions
             .iter()
             .filter(|(s, b)| {
@@ -242,20 +273,19 @@ impl Breakers {
                     || b.score(now) > 0
                     || self.last.contains_key(&scope_of(s))
             })
-            .map(|(s, b)| {
-                let mut v = self.describe(&scope_of(s), b, now);
-                v["session"] = json!(s);
-                v
+            .map(|(s, b)| BreakerView {
+                session: Some(s.clone()),
+                ..self.describe(&scope_of(s), b, now)
             })
             .collect();
-        sessions.sort_by(|a, b| a["scope"].as_str().cmp(&b["scope"].as_str()));
-        json!({
-            "global": self.describe(GLOBAL, &self.global, now),
-            "sessions": sessions,
-        })
+        sessions.sort_by(|a, b| a.scope.cmp(&b.scope));
+        BreakersSummary {
+            global: self.describe(GLOBAL, &self.global, now),
+            sessions,
+        }
     }
 
-    fn describe(&self, scope: &str, b: &Breaker, now: UnixMillis) -> Value {
+    fn describe(&self, scope: &str, b: &Breaker, now: UnixMillis) -> BreakerView {
         let (opened_at, half_open_at, half_open_since) = match b.state() {
             State::Closed => (None, None, None),
             State::Open {
@@ -265,16 +295,20 @@ impl Breakers {
             } => (Some(*since), *half_open_at, None),
             State::HalfOpen { since, .. } => (None, None, Some(*since)),
         };
-        json!({
-            "scope": scope,
-            "state": b.state(),
-            "score": b.score(now),
-            "threshold": b.config().threshold.max(1),
-            "opened_at_ms": opened_at,
-            "half_open_at_ms": half_open_at,
-            "half_open_since_ms": half_open_since,
-            "last_transition": self.last.get(scope).map(|(at, t)| json!({"at_ms": at, "transition": t})),
-        })
+        BreakerView {
+            scope: scope.to_owned(),
+            session: None,
+            state: b.state().clone(),
+            score: b.score(now),
+            threshold: b.config().threshold.max(1),
+            opened_at_ms: opened_at,
+            half_open_at_ms: half_open_at,
+            half_open_since_ms: half_open_since,
+            last_transition: self.last.get(scope).map(|(at, t)| LastTransition {
+                at_ms: *at,
+                transition: t.clone(),
+            }),
+        }
     }
 }
 
@@ -325,7 +359,7 @@ impl BreakerBoard {
     }
 
     /// `cmdgate breaker status`.
-    pub(crate) async fn summary(&self, now: UnixMillis) -> Value {
+    pub(crate) async fn summary(&self, now: UnixMillis) -> BreakersSummary {
         self.breakers.lock().await.summary(now)
     }
 
@@ -426,6 +460,10 @@ pub(crate) fn persist_breakers(
 mod tests {
     use super::*;
 
+    fn summary(b: &Breakers, now: UnixMillis) -> serde_json::Value {
+        serde_json::to_value(b.summary(now)).unwrap()
+    }
+
     #[test]
     fn a_session_trips_alone_and_survives_a_restore() {
         let cfg = BreakerConfig {
@@ -508,7 +546,7 @@ mod tests {
         assert_eq!(b.prune(t0.plus(23 * MIN)), vec!["session:open".to_owned()]);
         assert_eq!(b.sessions_kept(), 0);
         // The global breaker is never pruned.
-        assert_eq!(b.summary(t0.plus(23 * MIN))["global"]["scope"], "global");
+        assert_eq!(summary(&b, t0.plus(23 * MIN))["global"]["scope"], "global");
     }
 
     #[test]
@@ -521,7 +559,7 @@ mod tests {
             tripped[0].transition,
             Some(Transition::Tripped { score: 2 })
         ));
-        let s = b.summary(t0);
+        let s = summary(&b, t0);
         let sess = &s["sessions"][0];
         assert_eq!(sess["scope"], "session:s");
         assert_eq!(sess["state"]["state"], "open");
@@ -548,7 +586,7 @@ mod tests {
             .collect();
         assert_eq!(ts, vec![Transition::HalfOpened, Transition::Closed]);
         assert_eq!(
-            b.summary(t0.plus(12 * MIN))["sessions"][0]["last_transition"]["transition"]
+            summary(&b, t0.plus(12 * MIN))["sessions"][0]["last_transition"]["transition"]
                 ["transition"],
             "closed"
         );
@@ -567,7 +605,7 @@ mod tests {
             r.restore_last(vec![("session:s".into(), Some(Transition::Reset), 7)]);
             r
         };
-        let s = again.summary(t0);
+        let s = summary(&again, t0);
         assert_eq!(s["sessions"][0]["last_transition"]["at_ms"], 7);
         assert_eq!(
             s["sessions"][0]["last_transition"]["transition"]["transition"],

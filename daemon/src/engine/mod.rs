@@ -21,7 +21,7 @@ pub mod kernel;
 pub mod learning;
 pub mod listing;
 pub mod notify;
-mod outcome;
+pub mod outcome;
 pub mod pending;
 pub mod preview;
 pub mod project;
@@ -29,6 +29,7 @@ mod record;
 pub mod reviewer;
 pub mod rules;
 pub mod rules_admin;
+pub mod status;
 pub mod testrun;
 pub mod tiermaps;
 
@@ -40,7 +41,6 @@ use std::time::Instant;
 use cmdgate_policy::breaker::{BreakerConfig, Integrity, Signal};
 use cmdgate_sandbox::HelperCommand;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use crate::clock;
@@ -51,6 +51,7 @@ use breakers::{persist_breakers, BreakerBoard, Breakers};
 use notify::{Notifier, NotifyConfig};
 use pending::Pending;
 use rules::Rules;
+use status::{Status, StatusApprovals, StatusDeadlines, StatusNotifications, StatusPaths};
 use testrun::TestRunner;
 use tiermaps::TierMaps;
 
@@ -318,7 +319,7 @@ impl Engine {
     }
 
     /// What the running daemon is doing (`GET /admin/status`).
-    pub async fn status(&self) -> Value {
+    pub async fn status(&self) -> Status {
         let now = clock::now();
         let breakers = self.breakers.summary(now).await;
         let last = self
@@ -334,32 +335,46 @@ impl Engine {
                 )
             })
             .await;
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-            "uptime_s": self.started.elapsed().as_secs(),
-            "mode": self.paths.mode,
-            "paths": {
-                "config": self.paths.config_file,
-                "store": self.paths.db,
-                "decide_socket": self.paths.decide_socket,
-                "admin_socket": self.paths.admin_socket,
-                "spool": self.paths.spool_dir,
-                "trusted_keys": self.paths.locations.trusted_keys(),
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            uptime_s: self.started.elapsed().as_secs(),
+            mode: self.paths.mode,
+            paths: StatusPaths {
+                config: self.paths.config_file.clone(),
+                store: self.paths.db.clone(),
+                decide_socket: self.paths.decide_socket.clone(),
+                admin_socket: self.paths.admin_socket.clone(),
+                spool: self.paths.spool_dir.clone(),
+                trusted_keys: self.paths.locations.trusted_keys(),
             },
-            "decisions_served": self.decisions.load(Ordering::Relaxed),
-            "peers_refused": self.refused.load(Ordering::Relaxed),
-            "last_audit_id": last.ok().and_then(|rows| rows.last().map(|r| r.id)),
-            "test_runs": match self.testruns.unavailable() { None => json!("available"), Some(why) => json!(format!("unavailable: {why}")) },
-            "deadlines_ms": {"decide": self.config.deadlines.decide_ms, "test_run": self.config.deadlines.test_run_ms},
-            "breakers": breakers,
-            "projects": self.tiermaps.status().await,
-            "rules": self.rules.current().rules().len(),
-            "rules_stale": self.rules.is_stale(),
-            "audit_failures": self.audit_integrity.summary(),
-            "approvals": {"mode": self.config.approvals.mode, "wait_ms": self.config.approvals.wait_ms, "pending": self.pending.len()},
-            "notifications": {"enabled": self.config.notify.enabled, "delivered": self.notifier.delivered(), "last_error": self.notifier.last_error()},
-        })
+            decisions_served: self.decisions.load(Ordering::Relaxed),
+            peers_refused: self.refused.load(Ordering::Relaxed),
+            last_audit_id: last.ok().and_then(|rows| rows.last().map(|r| r.id)),
+            test_runs: match self.testruns.unavailable() {
+                None => "available".to_owned(),
+                Some(why) => format!("unavailable: {why}"),
+            },
+            deadlines_ms: StatusDeadlines {
+                decide: self.config.deadlines.decide_ms,
+                test_run: self.config.deadlines.test_run_ms,
+            },
+            breakers,
+            projects: self.tiermaps.status().await,
+            rules: self.rules.current().rules().len(),
+            rules_stale: self.rules.is_stale(),
+            audit_failures: self.audit_integrity.summary(),
+            approvals: StatusApprovals {
+                mode: self.config.approvals.mode,
+                wait_ms: self.config.approvals.wait_ms,
+                pending: self.pending.len(),
+            },
+            notifications: StatusNotifications {
+                enabled: self.config.notify.enabled,
+                delivered: self.notifier.delivered(),
+                last_error: self.notifier.last_error(),
+            },
+        }
     }
 }
 
@@ -391,7 +406,10 @@ mod tests {
         })
         .await
         .unwrap();
-        assert_eq!(engine.status().await["audit_failures"]["count"], 0);
+        assert_eq!(
+            serde_json::to_value(engine.status().await).unwrap()["audit_failures"]["count"],
+            0
+        );
         // The writer stops: every later audit write fails.
         engine.close().await;
         let peer = Peer {
@@ -403,7 +421,7 @@ mod tests {
         engine
             .request_refused(peer, "request refused (400): test".into())
             .await;
-        let status = engine.status().await;
+        let status = serde_json::to_value(engine.status().await).unwrap();
         assert_eq!(status["audit_failures"]["count"], 2, "{status}");
         assert_eq!(status["audit_failures"]["last"]["what"], "refused request");
         assert!(status["audit_failures"]["last"]["error"]

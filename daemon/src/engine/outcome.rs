@@ -10,7 +10,7 @@ use cmdgate_policy::decide::canonical_key;
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::wire::{self, OutcomeReport};
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
 
 use crate::clock;
 use crate::engine::breakers::persist_breakers;
@@ -19,6 +19,16 @@ use crate::engine::record::{sanitize, summarize_tool, wire_source_name};
 use crate::engine::{Engine, EngineError, Peer};
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::StoreError;
+
+/// `POST /v1/spool/ingest`: how many spool lines were recorded and how many skipped.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpoolIngested {
+    pub ingested: u64,
+    pub skipped: u64,
+    /// `"spool_dir": null` says no spool directory is configured; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spool_dir: Option<Option<PathBuf>>,
+}
 
 /// Why the hook's spool could not be ingested.
 #[derive(Debug, thiserror::Error)]
@@ -171,9 +181,13 @@ impl Engine {
 
     /// Ingests the hook's spool: renames `hook.jsonl` aside, records each line, deletes the copy.
     /// Spool lines come from the agent's uid: claims for the audit, never authority.
-    pub async fn ingest_spool(&self) -> Result<Value, SpoolError> {
+    pub async fn ingest_spool(&self) -> Result<SpoolIngested, SpoolError> {
         let Some(dir) = self.paths.spool_dir.clone() else {
-            return Ok(json!({"ingested": 0, "skipped": 0, "spool_dir": null}));
+            return Ok(SpoolIngested {
+                ingested: 0,
+                skipped: 0,
+                spool_dir: Some(None),
+            });
         };
         let _guard = self.spool_lock.lock().await;
         let live = dir.join(wire::SPOOL_FILE);
@@ -186,7 +200,7 @@ impl Engine {
         .await
         {
             Ok(Ok(Some(text))) => text,
-            Ok(Ok(None)) => return Ok(json!({"ingested": 0, "skipped": 0})),
+            Ok(Ok(None)) => return Ok(SpoolIngested::default()),
             Ok(Err(e)) => return Err(e),
             Err(e) => return Err(SpoolError::Aborted(e.to_string())),
         };
@@ -300,7 +314,11 @@ impl Engine {
                 .await?;
         }
         let _ = std::fs::remove_file(&taken);
-        Ok(json!({"ingested": ingested, "skipped": skipped}))
+        Ok(SpoolIngested {
+            ingested,
+            skipped,
+            spool_dir: None,
+        })
     }
 }
 

@@ -13,7 +13,7 @@ use cmdgate_policy::decide::{canonical_key, RuleKind};
 use cmdgate_policy::secrets::SecretPaths;
 use cmdgate_policy::shell::read::{classify, ReadPolicy, ReadVerdict};
 use cmdgate_policy::shell::{self, Analysis, Limits};
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use crate::clock;
 
@@ -64,9 +64,38 @@ pub enum RuleError {
     /// The change is committed, but the engine's rules could not be reloaded.
     #[error("the change was committed ({committed}) but the rules could not be reloaded: {error}")]
     NotReloaded {
-        committed: serde_json::Value,
+        /// What was committed (its JSON).
+        committed: String,
         error: crate::engine::rules::ReloadError,
     },
+}
+
+/// `POST /admin/rules`: the rule added, and the rules' revision after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleAdded {
+    pub id: i64,
+    /// The command's canonical key.
+    pub key: String,
+    /// The canonical project root.
+    pub project: String,
+    pub revision: i64,
+}
+
+/// `POST /admin/rules/{id}/enable|disable`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleEnabled {
+    pub id: i64,
+    pub enabled: bool,
+    pub revision: i64,
+}
+
+/// `DELETE /admin/rules/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleRemoved {
+    pub id: i64,
+    /// Always true (a missing rule is an error).
+    pub removed: bool,
+    pub revision: i64,
 }
 
 /// A rule to add (`cmdgate rules remember`).
@@ -104,14 +133,11 @@ fn change_entry(rule: &StoredRule, what: &str, revision: i64) -> Entry {
 impl Engine {
     /// Reloads the engine's rules after a committed change; the answer says if that failed (the
     /// change stays committed and is picked up by the next reload).
-    async fn after_rule_change(
-        &self,
-        ok: serde_json::Value,
-    ) -> Result<serde_json::Value, RuleError> {
+    async fn after_rule_change<T: serde::Serialize>(&self, ok: T) -> Result<T, RuleError> {
         match self.reload_rules().await {
             Ok(()) => Ok(ok),
             Err(error) => Err(RuleError::NotReloaded {
-                committed: ok,
+                committed: serde_json::to_string(&ok).unwrap_or_default(),
                 error,
             }),
         }
@@ -133,7 +159,7 @@ impl Engine {
 
     /// `POST /admin/rules`: remember a decision (approve, reject, always-ask) for one exact command
     /// in one project. Learned entries come only from the daemon's own promotion.
-    pub async fn rules_add(&self, add: NewRuleRequest) -> Result<serde_json::Value, RuleError> {
+    pub async fn rules_add(&self, add: NewRuleRequest) -> Result<RuleAdded, RuleError> {
         if rule_kind(&add.kind).is_none_or(|k| k == RuleKind::Learned) {
             return Err(RuleError::Invalid(format!(
                 "rule kind {:?} is not approve, reject or always_ask",
@@ -211,9 +237,12 @@ impl Engine {
             .await;
         match result {
             Ok(Ok((id, revision))) => {
-                self.after_rule_change(
-                    json!({"id": id, "key": key, "project": project, "revision": revision}),
-                )
+                self.after_rule_change(RuleAdded {
+                    id,
+                    key,
+                    project,
+                    revision,
+                })
                 .await
             }
             Ok(Err(c)) => Err(RuleError::Conflict(c)),
@@ -227,7 +256,7 @@ impl Engine {
         id: i64,
         enabled: bool,
         if_revision: Option<i64>,
-    ) -> Result<serde_json::Value, RuleError> {
+    ) -> Result<RuleEnabled, RuleError> {
         let what = if enabled { "enable" } else { "disable" };
         let result = self
             .store
@@ -245,8 +274,12 @@ impl Engine {
             .await;
         match result {
             Ok(Ok((true, revision))) => {
-                self.after_rule_change(json!({"id": id, "enabled": enabled, "revision": revision}))
-                    .await
+                self.after_rule_change(RuleEnabled {
+                    id,
+                    enabled,
+                    revision,
+                })
+                .await
             }
             Ok(Ok((false, _))) => Err(RuleError::NotFound(id)),
             Ok(Err(c)) => Err(RuleError::Conflict(c)),
@@ -259,7 +292,7 @@ impl Engine {
         &self,
         id: i64,
         if_revision: Option<i64>,
-    ) -> Result<serde_json::Value, RuleError> {
+    ) -> Result<RuleRemoved, RuleError> {
         let result = self
             .store
             .write(move |c| {
@@ -276,8 +309,12 @@ impl Engine {
             .await;
         match result {
             Ok(Ok((true, revision))) => {
-                self.after_rule_change(json!({"id": id, "removed": true, "revision": revision}))
-                    .await
+                self.after_rule_change(RuleRemoved {
+                    id,
+                    removed: true,
+                    revision,
+                })
+                .await
             }
             Ok(Ok((false, _))) => Err(RuleError::NotFound(id)),
             Ok(Err(c)) => Err(RuleError::Conflict(c)),

@@ -25,7 +25,7 @@ use cmdgate_policy::tiermap::published::{self, Published};
 use cmdgate_policy::tiermap::{
     self, check_revision, ContentHash, PinnedKeys, ReplayError, Snapshot, VerifyError,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
 use crate::store::{state, Store, StoreError};
@@ -134,7 +134,7 @@ pub struct Loaded {
 }
 
 /// A project's map state for `cmdgate status`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProjectStatus {
     pub project: String,
     pub active: String,

@@ -463,7 +463,7 @@ pub fn learn_keys(c: &Connection, project: &str) -> Result<Vec<String>, StoreErr
 
 /// A rule with the audit rows it came from, its history (oldest first) and the latest decisions it
 /// made (`cmdgate rules show`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleShown {
     pub rule: StoredRule,
     pub sources: Vec<AuditRow>,
