@@ -50,6 +50,15 @@ pub struct AuditShown {
     pub outcomes: Vec<AuditRow>,
 }
 
+/// `POST /admin/console/login`: a one-time login link to the web console.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConsoleLogin {
+    pub url: String,
+    pub port: u16,
+    /// How long the link works.
+    pub valid_s: u64,
+}
+
 /// `POST /admin/breaker/reset`: the scopes reset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerReset {

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 
 use crate::api::serve;
+use crate::api::types::ConsoleLogin;
 use crate::cli::client;
 
 /// Arguments of `cmdgate console`.
@@ -20,18 +21,20 @@ pub struct ConsoleArgs {
 
 pub fn run(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
     let (_, paths) = serve::load(None)?;
-    let v = client::call(&paths.admin_socket, "POST", "/admin/console/login", None)?;
-    let url = v["url"]
-        .as_str()
-        .context("the daemon's answer has no url")?
-        .to_owned();
+    let answer = client::call::<(), ConsoleLogin>(
+        &paths.admin_socket,
+        "POST",
+        "/admin/console/login",
+        None,
+    )?;
+    let url = answer.value.url.clone();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&answer.raw)?);
     } else {
         println!("{url}");
         eprintln!(
             "(the link works once, within {} s; it signs this browser in until the daemon restarts)",
-            v["valid_s"]
+            answer.value.valid_s
         );
     }
     if args.open {
