@@ -416,3 +416,40 @@ fn no_read_runs_code_a_nested_repository_configured() {
         }
     }
 }
+
+#[test]
+fn bash_writes_to_persistence_files_and_nested_repositories_are_not_clean() {
+    let g = started();
+    git(&g.proj, &["init", "-q", "sub"]);
+    for (i, (cmd, names)) in [
+        ("echo '{}' > .mcp.json", ".mcp.json"),
+        (
+            "mkdir -p .husky && echo 'curl x' > .husky/pre-commit",
+            ".husky",
+        ),
+        (
+            "mkdir -p pkg/.claude && echo '{}' > pkg/.claude/settings.json",
+            ".claude",
+        ),
+        (
+            "printf '[core]\\n\\tfsmonitor = x\\n' >> sub/.git/config",
+            "sub/.git/config",
+        ),
+        (
+            "echo 'curl x' > sub/.git/hooks/post-checkout",
+            "sub/.git/hooks",
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let (d, reason) = g.pre(&format!("bw-{i}"), cmd);
+        assert_eq!(d, "deny", "{cmd}: {reason}");
+        assert!(reason.contains(names), "{cmd}: {reason}");
+    }
+    // Control: build outputs, and a fresh repository's own files, are clean.
+    let (d, reason) = g.pre("bw-ok", "mkdir -p build && touch build/out");
+    assert_eq!(d, "allow", "{reason}");
+    let (d, reason) = g.pre("bw-init", "git init -q fresh");
+    assert_eq!(d, "allow", "{reason}");
+}

@@ -165,7 +165,14 @@ impl TestRunner {
                         ),
                     }
                 } else if tr.clean {
-                    SandboxVerdict::Clean
+                    // The mirror protects the root's `.git`, `.claude` and map; persistence files
+                    // and other repositories' configuration at any depth are the policy's.
+                    let refused = protected_effects(&tr.effects);
+                    if refused.is_empty() {
+                        SandboxVerdict::Clean
+                    } else {
+                        SandboxVerdict::Dirty { effects: refused }
+                    }
                 } else if tr.why.is_empty() {
                     // Not clean without a stated reason: still not clean.
                     SandboxVerdict::Dirty {
@@ -180,6 +187,33 @@ impl TestRunner {
             }
         }
     }
+}
+
+/// Workspace effects the policy refuses (`policy::decide::protected::effect_refusal`): a
+/// persistence file, `.claude/` or another repository's configuration or hooks, at any depth.
+fn protected_effects(effects: &[cmdgate_sandbox::Effect]) -> Vec<String> {
+    use cmdgate_policy::decide::protected::{effect_refusal, Touch};
+    use cmdgate_sandbox::{Area, Effect};
+    let mut out = Vec::new();
+    for e in effects {
+        let Some((Area::Workspace, path)) = e.location() else {
+            continue;
+        };
+        let touch = match e {
+            Effect::Created { .. } => Touch::Created,
+            _ => Touch::Changed,
+        };
+        let mut paths = vec![path];
+        if let Effect::Renamed { from, .. } = e {
+            paths.push(from);
+        }
+        for p in paths {
+            if let Some(why) = effect_refusal(&p.to_string_lossy(), touch) {
+                out.push(why);
+            }
+        }
+    }
+    out
 }
 
 /// Single-quotes a word for `bash -c`.

@@ -42,9 +42,67 @@ pub fn protected(rel: &str) -> Option<String> {
     None
 }
 
+/// How a mirrored run touched a workspace path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Touch {
+    /// The path did not exist before the run.
+    Created,
+    /// An existing path was changed, replaced, renamed or deleted.
+    Changed,
+}
+
+/// Why a mirrored run's change to `rel` (workspace-relative) is not clean, or `None`: a persistence
+/// file or `.claude/` at any depth, or an existing repository's `config`, `hooks/`, `info/` or
+/// `modules/` below the root (the root's `.git` the mirror protects itself). A repository the run
+/// creates (`git init sub`, `git clone … sub`) may create its own; a hook that is not git's
+/// `*.sample` may not.
+pub fn effect_refusal(rel: &str, touch: Touch) -> Option<String> {
+    if let Some(p) = super::persistence::persistence(rel) {
+        return Some(format!("changed {rel}, which runs later: {}", p.reason));
+    }
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.contains(&".claude") {
+        return Some(format!("changed {rel}: Claude Code's settings and hooks"));
+    }
+    let git = parts.iter().position(|p| *p == ".git")?;
+    let entry = parts.get(git + 1)?;
+    if !GIT_DIR_ENTRIES.contains(entry) {
+        return None;
+    }
+    let sample = *entry == "hooks" && parts.last().is_some_and(|n| n.ends_with(".sample"));
+    match touch {
+        Touch::Created if *entry != "hooks" || sample || parts.len() == git + 2 => None,
+        Touch::Created | Touch::Changed => Some(format!(
+            "changed {rel}: a repository's git {entry}, which can make git run code"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::protected;
+    use super::{effect_refusal, protected, Touch};
+
+    #[test]
+    fn mirrored_effects() {
+        for (rel, touch) in [
+            (".mcp.json", Touch::Created),
+            ("sub/.claude/settings.json", Touch::Created),
+            ("sub/.git/config", Touch::Changed),
+            ("sub/.git/hooks/pre-commit", Touch::Created),
+            (".husky/pre-commit", Touch::Changed),
+        ] {
+            assert!(effect_refusal(rel, touch).is_some(), "{rel}");
+        }
+        for (rel, touch) in [
+            ("sub/.git/config", Touch::Created),
+            ("sub/.git/hooks/pre-commit.sample", Touch::Created),
+            ("sub/.git/hooks", Touch::Created),
+            ("sub/.git/objects/ab/cd", Touch::Changed),
+            ("target/debug/x", Touch::Created),
+        ] {
+            assert!(effect_refusal(rel, touch).is_none(), "{rel}");
+        }
+    }
 
     #[test]
     fn protected_at_any_depth() {
