@@ -81,7 +81,7 @@ pub enum ChangeKind {
 /// A committed run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CommitReport {
-    /// The run (and journal) id, for `undo`.
+    /// The run (and journal) id, for `undo` (no journal entry when `changes` is empty).
     pub run_id: String,
     /// What changed, in commit order.
     pub changes: Vec<Change>,
@@ -462,6 +462,18 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
         return Err(CommitError::Conflict {
             problems: conflicts,
             kept: Box::new(kept),
+        });
+    }
+    if ops.is_empty() {
+        // Nothing reached the workspace: no journal, no flush, nothing to undo.
+        let mut kept = kept;
+        kept.done = true;
+        let _ = remove_tree(&kept.dir());
+        return Ok(CommitReport {
+            run_id: kept.meta.run_id.clone(),
+            changes: Vec::new(),
+            journal_bytes: 0,
+            duration: t0.elapsed(),
         });
     }
     let manifest = Manifest {

@@ -1,0 +1,191 @@
+//! Benchmark of mirrored runs (issue 19): `true` bare, under bwrap, as today's test-run + real
+//! run, and as a mirrored run (+ commit); then the commit of 10,000 new files (into an existing
+//! directory: one rename each; as a new directory: one rename). Medians over many runs,
+//! std::time only. Run as root: `cargo bench -p cmdgate-sandbox --bench commit`.
+
+use cmdgate_sandbox::commit::{self, CommitConfig};
+use cmdgate_sandbox::mirror::{self, MirrorCommand};
+use cmdgate_sandbox::{HelperCommand, RunConfig};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn time(runs: usize, mut f: impl FnMut()) -> Duration {
+    f();
+    median(
+        (0..runs)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect(),
+    )
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn config(ws: &Path, state: &Path, home: &Path) -> RunConfig {
+    let mut c = RunConfig::new(
+        ws.to_path_buf(),
+        state.to_path_buf(),
+        HelperCommand {
+            program: PathBuf::from(env!("CARGO_BIN_EXE_cmdgate-sandbox-helper")),
+            args: vec![],
+        },
+    );
+    c.home = Some(home.to_path_buf());
+    c.limits.timeout = Duration::from_secs(600);
+    c
+}
+
+fn cmd(ws: &Path, command: &str) -> MirrorCommand {
+    MirrorCommand {
+        command: command.into(),
+        cwd: ws.to_path_buf(),
+        env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+    }
+}
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the benchmark needs root");
+    let root = tempfile::Builder::new()
+        .prefix("cmdgate-bench-commit-")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir");
+    let (ws, state, home) = (
+        root.path().join("ws"),
+        root.path().join("state"),
+        root.path().join("home"),
+    );
+    for d in [&ws, &state, &home] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    for i in 0..1000 {
+        let dir = ws.join(format!("d{}", i / 100));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(format!("f{i}.rs")), "// x\n").expect("write");
+    }
+    std::fs::create_dir(ws.join("target")).expect("mkdir");
+    let cfg = config(&ws, &state, &home);
+    const RUNS: usize = 40;
+
+    let bare = time(RUNS, || {
+        Command::new("true").status().expect("true");
+    });
+    let bwrap = Command::new("bwrap")
+        .arg("--version")
+        .output()
+        .is_ok()
+        .then(|| {
+            time(RUNS, || {
+                Command::new("bwrap")
+                    .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
+                    .args([
+                        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--bind",
+                    ])
+                    .arg(&ws)
+                    .arg(&ws)
+                    .args(["--chdir"])
+                    .arg(&ws)
+                    .arg("true")
+                    .stdout(Stdio::null())
+                    .status()
+                    .expect("bwrap");
+            })
+        });
+    let test_run = time(RUNS, || {
+        let r = cmdgate_sandbox::run(&cfg, "true").expect("test-run");
+        assert!(r.clean);
+    });
+    let today = time(RUNS, || {
+        let r = cmdgate_sandbox::run(&cfg, "true").expect("test-run");
+        assert!(r.clean);
+        Command::new("bash")
+            .args(["-c", "true"])
+            .status()
+            .expect("real run");
+    });
+    let mirrored = time(RUNS, || {
+        let fin = mirror::start(&cfg, &cmd(&ws, "true"))
+            .and_then(|r| r.wait())
+            .expect("mirrored run");
+        assert!(fin.run.clean);
+        fin.kept.discard().expect("discard");
+    });
+    let mirrored_commit = time(RUNS, || {
+        let fin = mirror::start(&cfg, &cmd(&ws, "true"))
+            .and_then(|r| r.wait())
+            .expect("mirrored run");
+        commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
+    });
+    println!("| `true`, 1,000-file workspace | median of {RUNS} |");
+    println!("|---|---|");
+    println!("| bare `true` | {} |", ms(bare));
+    println!(
+        "| `bash -c true` bare | {} |",
+        ms(time(RUNS, || {
+            Command::new("bash")
+                .args(["-c", "true"])
+                .status()
+                .expect("bash");
+        }))
+    );
+    println!(
+        "| `bwrap --unshare-all` `true` | {} |",
+        bwrap.map_or("n/a".into(), ms)
+    );
+    println!("| test-run (cold helper) | {} |", ms(test_run));
+    println!(
+        "| today's path: test-run + real `bash -c true` | {} |",
+        ms(today)
+    );
+    println!(
+        "| mirrored run (start + wait + discard) | {} |",
+        ms(mirrored)
+    );
+    println!(
+        "| mirrored run + commit (nothing to commit) | {} |",
+        ms(mirrored_commit)
+    );
+
+    println!("\n| commit of 10,000 new files | median of 9 (commit only) | per file |");
+    println!("|---|---|---|");
+    for (what, script) in [
+        (
+            "into an existing directory (10,000 renames)",
+            "cd target && seq 1 10000 | sed 's/^/o/' | xargs touch",
+        ),
+        (
+            "as a new directory (1 rename; tree still validated)",
+            "mkdir gen && cd gen && seq 1 10000 | sed 's/^/o/' | xargs touch",
+        ),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..9 {
+            let fin = mirror::start(&cfg, &cmd(&ws, script))
+                .and_then(|r| r.wait())
+                .expect("mirrored run");
+            assert_eq!(fin.run.exit, Some(0));
+            let t = Instant::now();
+            let report = commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
+            times.push(t.elapsed());
+            // Put the workspace back for the next round (outside the timing).
+            commit::undo(&state, &report.run_id).expect("undo");
+        }
+        let m = median(times);
+        println!(
+            "| {what} | {} | {:.1} µs |",
+            ms(m),
+            m.as_secs_f64() * 1e6 / 10_000.0
+        );
+    }
+}
