@@ -678,7 +678,7 @@ pub fn prune(state_dir: &Path, limits: &JournalLimits) -> Vec<String> {
     let mut total = 0u64;
     for (at, bytes, dir, id) in done {
         total += bytes;
-        let too_old = now - at > limits.max_age.as_secs() as i64;
+        let too_old = now - at >= limits.max_age.as_secs() as i64;
         if (too_old || total > limits.max_bytes) && remove_tree(&dir).is_ok() {
             dropped.push(id);
         }

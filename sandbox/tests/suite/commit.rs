@@ -338,3 +338,50 @@ fn a_user_namespace_overlay_marker_set_by_the_command_is_only_data() {
     assert_eq!(read(&env, "dir/host-file"), "keep\n");
     assert_eq!(read(&env, "dir/new"), "n\n");
 }
+
+#[test]
+fn a_kept_run_can_be_applied_later_and_orphans_are_swept() {
+    let env = Env::new();
+    // Kept for an operator: survives recover(), loads by id, commits later.
+    let fin = run(&env, "echo later > applied-later");
+    let id = fin.kept.run_id().to_string();
+    fin.kept
+        .keep_for(std::time::Duration::from_secs(3600))
+        .expect("keep");
+    // An orphan: finished, never committed, owner gone (std::mem::forget stands for the crash).
+    let orphan = run(&env, "echo x > orphan");
+    let orphan_dir = orphan.kept.dir();
+    std::mem::forget(orphan);
+    let report = commit::recover(&env.state);
+    assert!(
+        report.discarded.iter().any(|d| orphan_dir.ends_with(d)),
+        "{report:?}"
+    );
+    assert!(!orphan_dir.exists());
+    let kept = cmdgate_sandbox::mirror::load_kept(&env.state, &id).expect("load");
+    commit_ok_kept(kept);
+    assert_eq!(read(&env, "applied-later"), "later\n");
+    assert!(!env.ws.join("orphan").exists());
+    // An expired keep is pruned; the journal is bounded by age and bytes.
+    let fin = run(&env, "echo y > expired");
+    let dir = fin.kept.dir();
+    fin.kept.keep_for(std::time::Duration::ZERO).expect("keep");
+    let limits = commit::JournalLimits {
+        max_age: std::time::Duration::ZERO,
+        max_bytes: 1 << 30,
+    };
+    let dropped = commit::prune(&env.state, &limits);
+    assert!(!dir.exists(), "{dropped:?}");
+    assert!(
+        dropped.contains(&id),
+        "the journal entry of the applied run: {dropped:?}"
+    );
+    assert!(commit::runs(&env.state).is_empty());
+}
+
+fn commit_ok_kept(kept: cmdgate_sandbox::mirror::KeptUpper) -> commit::CommitReport {
+    match commit::commit(kept, &CommitConfig::default()) {
+        Ok(r) => r,
+        Err(e) => panic!("commit failed: {e}"),
+    }
+}
