@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::locations::Mode;
 use cmdgate_policy::wire::{
     DecideRequest, DecideResponse, HookEvent, OutcomeReport, Source, SpoolEntry, SpoolRecord,
@@ -288,7 +289,7 @@ pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
     let mut provenance = d.source.as_str().to_string();
     match &d.rule {
         // A stored rule names itself (`rule #12`); a tier-map rule is its pattern.
-        Some(rule) if rule.starts_with("rule #") => provenance.push_str(&format!(", {rule}")),
+        Some(rule) if RuleRef::parse(rule).is_some() => provenance.push_str(&format!(", {rule}")),
         Some(rule) => provenance.push_str(&format!(", rule {rule}")),
         None => {}
     }

@@ -8,6 +8,7 @@
 //! note. The row repeats the request's `tool_use_id`: the exporter takes the last decision row per
 //! `tool_use_id`, so the person's answer supersedes the `ask` that preceded it.
 
+use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::wire::Verdict;
 
 use crate::store::audit::{Entry, Kind};
@@ -80,5 +81,5 @@ pub fn human_note(entry: &Entry) -> Option<&str> {
 
 /// The id in a rule reference as decisions name it (`rule #12`).
 pub fn rule_id(rule: &str) -> Option<i64> {
-    rule.trim().strip_prefix("rule #")?.parse().ok()
+    RuleRef::parse(rule).map(|r| r.0)
 }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use cmdgate_policy::breaker::Signal;
 use cmdgate_policy::decide::canonical_key;
+use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::wire::{self, ApprovalMode, DecideRequest, DecideResponse, Verdict};
@@ -288,10 +289,11 @@ impl Engine {
                     _ => None,
                 };
                 if let Some(r) = rule {
-                    entry.rule = Some(format!("rule #{r}"));
+                    entry.rule = Some(RuleRef(r).to_string());
                     entry.reason = Some(format!(
-                        "{} Remembered as rule #{r} for this exact command in this project.{}",
+                        "{} Remembered as {} for this exact command in this project.{}",
                         reason_for_model(verdict, None),
+                        RuleRef(r),
                         row_note
                             .as_deref()
                             .map(|n| format!(" Operator's note: {n}"))
@@ -316,7 +318,7 @@ impl Engine {
                                 }
                                 .into(),
                             ),
-                            rule: Some(format!("rule #{r}")),
+                            rule: Some(RuleRef(r).to_string()),
                             note: row_note.clone(),
                             decision_id: Some(row.id),
                             ..Entry::default()
@@ -354,7 +356,7 @@ impl Engine {
         let delivered = taken.answer(Outcome::Answered(Answer {
             verdict,
             reason: reason.clone(),
-            rule: rule.map(|r| format!("rule #{r}")),
+            rule: rule.map(|r| RuleRef(r).to_string()),
             audit_id: row,
         }));
         Ok(Answered {

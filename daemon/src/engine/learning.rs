@@ -4,6 +4,7 @@
 //! `cmdgate_policy::learn`; promotion and demotion rows are written by `daemon::apply_learning`.
 
 use cmdgate_policy::decide::canonical_key;
+use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::learn::{
     classification, LearnEvent, LearnTransition, PromotionConfig, PromotionContext, Record,
 };
@@ -111,7 +112,7 @@ pub(crate) fn apply_learning(
                     project: Some(project.to_owned()),
                     command: Some(key.to_owned()),
                     decision: Some("promoted".into()),
-                    rule: Some(format!("rule #{id}")),
+                    rule: Some(RuleRef(id).to_string()),
                     note: Some(format!("evidence: audit rows {provenance:?}")),
                     ..Entry::default()
                 },

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::decide::{canonical_key, RuleKind};
 use cmdgate_policy::secrets::SecretPaths;
 use cmdgate_policy::shell::read::{classify, ReadPolicy, ReadVerdict};
@@ -45,7 +46,7 @@ const SHOW_HISTORY: u32 = 200;
 
 /// How a rule is named in decisions and audit rows.
 fn label(id: i64) -> String {
-    format!("rule #{id}")
+    RuleRef(id).to_string()
 }
 
 /// Why a rule verb did not change (or show) anything.

@@ -3,6 +3,7 @@
 //! project and key, breaker state.
 
 use cmdgate_policy::breaker::Transition;
+use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::learn::Record;
 use cmdgate_policy::tiermap::{ContentHash, SeenRevision};
 use rusqlite::{params, Connection, OptionalExtension};
@@ -478,7 +479,7 @@ pub fn rule_shown(
     history_limit: u32,
     matched_limit: u32,
 ) -> Result<Option<RuleShown>, StoreError> {
-    let label = format!("rule #{id}");
+    let label = RuleRef(id).to_string();
     let Some(rule) = rule(c, id)? else {
         return Ok(None);
     };

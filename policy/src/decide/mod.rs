@@ -27,7 +27,7 @@ mod rules;
 mod tools;
 
 pub use catastrophic::{Catastrophe, Guarded};
-pub use rules::{canonical_key, Rule, RuleKind, RuleSet};
+pub use rules::{canonical_key, Rule, RuleKind, RuleRef, RuleSet};
 pub use tools::Tool;
 
 use serde::{Deserialize, Serialize};
@@ -382,14 +382,14 @@ fn decide_bash(
             .unwrap_or_default();
         return decided(Decision::Deny(ev(
             Source::Remembered,
-            Some(format!("rule #{}", r.id)),
+            Some(r.reference().to_string()),
             format!("the operator rejected this exact command before and asked cmdgate to remember it; do not retry it.{note}"),
         )));
     }
     if let Some(r) = rule_hit.iter().find(|r| r.kind == RuleKind::AlwaysAsk) {
         return decided(Decision::Ask(ev(
             Source::Remembered,
-            Some(format!("rule #{}", r.id)),
+            Some(r.reference().to_string()),
             "the operator asked to be asked every time for this command".into(),
         )));
     }
@@ -418,7 +418,7 @@ fn decide_bash(
     if let Some(r) = rule_hit.iter().find(|r| r.kind == RuleKind::Approve) {
         return decided(Decision::Allow(ev(
             Source::Remembered,
-            Some(format!("rule #{}", r.id)),
+            Some(r.reference().to_string()),
             "the operator approved this exact command and asked cmdgate to remember it".into(),
         )));
     }
@@ -521,7 +521,7 @@ fn decide_bash(
     if let Some(r) = learned {
         return decided(Decision::Allow(ev(
             Source::Learned,
-            Some(format!("rule #{}", r.id)),
+            Some(r.reference().to_string()),
             "learned: this exact command test-ran clean and then succeeded for real repeatedly"
                 .into(),
         )));

@@ -21,6 +21,38 @@ pub enum RuleKind {
     Learned,
 }
 
+/// How decisions, audit rows and the operator name a stored rule: `rule #12`. The one place that
+/// spells it ([`std::fmt::Display`]) and reads it back ([`RuleRef::parse`]); the rule of a tier
+/// map is named by its pattern instead, so a `rule` field holds either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RuleRef(pub i64);
+
+impl RuleRef {
+    const PREFIX: &'static str = "rule #";
+
+    /// The stored rule a `rule` field names, if it names one.
+    pub fn parse(text: &str) -> Option<RuleRef> {
+        text.trim()
+            .strip_prefix(Self::PREFIX)?
+            .parse()
+            .ok()
+            .map(RuleRef)
+    }
+}
+
+impl std::fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", Self::PREFIX, self.0)
+    }
+}
+
+impl Rule {
+    /// How decisions name this rule.
+    pub fn reference(&self) -> RuleRef {
+        RuleRef(self.id)
+    }
+}
+
 /// One rule, scoped to one project root and one exact command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
@@ -128,5 +160,20 @@ fn quote(w: &Word) -> String {
         }
         Word::Static(s) => format!("'{}'", s.replace('\'', r"'\''")),
         Word::Dynamic(raw) => format!("${{dynamic:{raw}}}"),
+    }
+}
+
+#[cfg(test)]
+mod rule_ref_tests {
+    use super::RuleRef;
+
+    #[test]
+    fn a_rule_reference_reads_back_what_it_writes() {
+        assert_eq!(RuleRef(12).to_string(), "rule #12");
+        assert_eq!(RuleRef::parse("rule #12"), Some(RuleRef(12)));
+        assert_eq!(RuleRef::parse(" rule #7 "), Some(RuleRef(7)));
+        for not_one in ["tier 0: ls *", "rule #", "rule #x", "rules #1", "#1"] {
+            assert_eq!(RuleRef::parse(not_one), None, "{not_one}");
+        }
     }
 }
