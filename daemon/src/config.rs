@@ -49,6 +49,8 @@ pub struct Config {
     pub approvals: Approvals,
     /// The web console (`docs/console.md`).
     pub console: ConsoleConfig,
+    /// The optional model reviewer (docs/reviewer.md).
+    pub reviewer: crate::engine::reviewer::ReviewerConfig,
 }
 
 /// The web console: served on loopback only (`docs/console.md`).
@@ -251,6 +253,7 @@ impl Config {
         if self.approvals.wait_ms == 0 {
             p.push("approvals.wait_ms must be above 0".into());
         }
+        p.extend(self.reviewer.problems());
         if self.sandbox.max_concurrent == 0 {
             p.push("sandbox.max_concurrent must be at least 1".into());
         }

@@ -47,6 +47,8 @@ enum Command {
     Trust(cmdgate_daemon::cli::trust::TrustArgs),
     /// Test-run commands in the container mirror.
     Sandbox(cmdgate_daemon::cli::sandbox::SandboxArgs),
+    /// What the optional model reviewer would say (try), and how it agrees with people (eval).
+    Reviewer(cmdgate_daemon::cli::reviewer::ReviewerArgs),
 }
 
 fn main() -> anyhow::Result<std::process::ExitCode> {
@@ -71,6 +73,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Console(args)) => cmdgate_daemon::cli::console::run(args),
         Some(Command::Trust(args)) => cmdgate_daemon::cli::trust::run(args),
         Some(Command::Sandbox(args)) => cmdgate_daemon::cli::sandbox::main(args),
+        Some(Command::Reviewer(args)) => cmdgate_daemon::cli::reviewer::run(args),
         None => Ok(std::process::ExitCode::SUCCESS),
     }
 }

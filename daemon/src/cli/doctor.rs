@@ -193,6 +193,49 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         });
     }
 
+    // The model reviewer (off by default): what it is, and whether its key is there.
+    if let Some(p) = &paths {
+        let status = client::request(
+            &p.admin_socket,
+            "GET",
+            "/admin/status",
+            None,
+            Duration::from_secs(3),
+        )
+        .ok()
+        .filter(|r| r.status == 200)
+        .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok());
+        if let Some(c) = loaded.as_ref().ok().map(|(c, _)| &c.reviewer) {
+            let what = format!(
+                "{} `{}` at {}{}",
+                c.provider.as_str(),
+                c.model,
+                c.base_url(),
+                c.api_key_env
+                    .as_deref()
+                    .map(|k| format!(", key from ${k}"))
+                    .unwrap_or_default()
+            );
+            let key = status
+                .as_ref()
+                .and_then(|s| s["reviewer"]["api_key"].as_str().map(str::to_owned));
+            checks.push(match (c.enabled, c.configured(), key.as_deref()) {
+                (false, false, _) => check("model reviewer", true, "off (not configured)".into()),
+                (false, true, _) => check(
+                    "model reviewer",
+                    true,
+                    format!("off; configured ({what}): sessions may turn it on with CMDGATE_REVIEWER=on"),
+                ),
+                (true, _, Some("missing")) => Check {
+                    name: "model reviewer",
+                    status: "warn",
+                    detail: format!("on ({what}), but the daemon's environment lacks the key: a person decides every ask"),
+                },
+                (true, _, _) => check("model reviewer", true, format!("on ({what}); it answers asks only, never denials")),
+            });
+        }
+    }
+
     // Keys and the map.
     let keys = paths.as_ref().map(|p| {
         let file = p.locations.trusted_keys();

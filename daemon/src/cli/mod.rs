@@ -12,6 +12,7 @@ pub mod hook;
 pub mod init;
 pub mod pending;
 pub mod preview;
+pub mod reviewer;
 pub mod rules;
 pub mod sandbox;
 pub mod stats;

@@ -54,6 +54,29 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         s.decisions_served, s.peers_refused
     );
     println!("test-runs      {}", s.test_runs);
+    let r = &s.reviewer;
+    println!(
+        "reviewer       {}",
+        match (r.enabled, r.configured) {
+            (true, _) => format!(
+                "on: {} `{}` at {} (key: {}, timeout {} ms){}",
+                r.provider,
+                r.model,
+                r.base_url,
+                r.api_key,
+                r.timeout_ms,
+                r.problem
+                    .as_deref()
+                    .map(|p| format!(" — UNAVAILABLE: {p}; a person decides every ask"))
+                    .unwrap_or_default()
+            ),
+            (false, true) => format!(
+                "off (configured: {} `{}`; CMDGATE_REVIEWER=on turns it on for a session)",
+                r.provider, r.model
+            ),
+            (false, false) => "off".to_owned(),
+        }
+    );
     println!(
         "approvals      {} mode, {} pending (`cmdgate pending`)",
         name_of(&s.approvals.mode),

@@ -175,7 +175,7 @@ impl Engine {
                 rule: a.rule,
                 tiermap_revision: asked.tiermap_revision,
                 audit_id: u64::try_from(a.audit_id).ok(),
-                context: None,
+                context: a.context,
             },
             Outcome::Cancelled(why) => self.unanswered(ask_id, &asked, why).await,
         }
@@ -358,6 +358,13 @@ impl Engine {
             reason: reason.clone(),
             rule: rule.map(|r| RuleRef(r).to_string()),
             audit_id: row,
+            // An allow's reason never reaches the model; `additionalContext` does.
+            context: match (verdict, &note) {
+                (Verdict::Allow, Some(n)) => Some(format!(
+                    "cmdgate: the operator approved this call with a note for you: {n}"
+                )),
+                _ => None,
+            },
         }));
         Ok(Answered {
             id,

@@ -27,6 +27,7 @@ use cmdgate_policy::wire::{self, DecideRequest, DecideResponse, Verdict};
 use cmdgate_sandbox::RunAs;
 
 use crate::clock;
+use crate::engine::approval_notes::rule_id;
 use crate::engine::breakers::{persist_breakers, Changed};
 use crate::engine::learning::{self, apply_learning, with_id};
 use crate::engine::record::{describe_parts, request_entry, wire_source, wire_source_name};
@@ -110,20 +111,21 @@ async fn canonicalise(cwd: &str, claude_dir: Option<PathBuf>) -> Result<Place, S
 }
 
 /// What the policy needs from the engine for one judgement, owned (it runs on the blocking pool).
-struct Judge {
-    tool: Tool,
-    place_root: String,
-    place_cwd: String,
-    snapshot: Arc<Snapshot>,
-    rules: Arc<RuleSet>,
-    breaker_open: bool,
-    uid: u32,
+/// The model reviewer's re-check judges with it too.
+pub(crate) struct Judge {
+    pub(crate) tool: Tool,
+    pub(crate) place_root: String,
+    pub(crate) place_cwd: String,
+    pub(crate) snapshot: Arc<Snapshot>,
+    pub(crate) rules: Arc<RuleSet>,
+    pub(crate) breaker_open: bool,
+    pub(crate) uid: u32,
     /// The agent's `$HOME` as the hook sent it: how its shell expands `~`.
-    agent_home: Option<String>,
-    locations: Locations,
+    pub(crate) agent_home: Option<String>,
+    pub(crate) locations: Locations,
     /// cmdgate's own paths beyond `Locations::own_paths`: the spool in use, the binaries.
-    extra_own: Vec<String>,
-    extra_secrets: Vec<String>,
+    pub(crate) extra_own: Vec<String>,
+    pub(crate) extra_secrets: Vec<String>,
 }
 
 /// Step 4: the policy's step, with every path the decision depends on resolved as the kernel
@@ -133,7 +135,7 @@ struct Judge {
 /// database's home for its uid. The resolution, the password database and the listing of a
 /// searched directory read the system: this runs on the blocking pool. Returns the step and the
 /// agent's home.
-fn judge(j: Judge) -> (Step, String) {
+pub(crate) fn judge(j: Judge) -> (Step, String) {
     let db_home = agent_home(j.uid);
     let home = j
         .agent_home
@@ -222,6 +224,13 @@ impl Engine {
                 )
                 .await
             }
+        };
+        // The operator's model reviewer answers an ask first, when enabled (outside the pipeline's
+        // deadline, inside the hook's); what it leaves to a person stays an ask.
+        let response = if self.reviews(&req, &response) {
+            self.review(peer, &req, response, started).await
+        } else {
+            response
         };
         // Background mode: the ask waits for the operator (outside the pipeline's deadline, inside
         // the hook's).
@@ -341,6 +350,17 @@ impl Engine {
         entry.rule = ev.rule.clone();
         entry.reason = Some(ev.reason.clone());
         entry.tiermap_revision = ev.revision.and_then(|r| i64::try_from(r).ok());
+        // A remembered approval's note reaches the model with the allow (`additionalContext`).
+        let context = match (&decision, ev.rule.as_deref().and_then(rule_id)) {
+            (Decision::Allow(e), Some(id)) if e.source == Source::Remembered => coherent
+                .rules
+                .rules()
+                .iter()
+                .find(|r| r.id == id)
+                .and_then(|r| r.note.as_deref())
+                .map(|n| format!("cmdgate: the operator approved this command earlier with a note for you: {n}")),
+            _ => None,
+        };
         // 7. Breaker signal.
         let mut changes = coherent.breaker_changes;
         if let Some(s) = breaker_signal(&decision, &learn) {
@@ -366,7 +386,7 @@ impl Engine {
             rule: ev.rule.clone(),
             tiermap_revision: ev.revision,
             audit_id: u64::try_from(row_id).ok(),
-            context: None,
+            context,
         })
     }
 
@@ -577,7 +597,7 @@ fn micros(started: Instant) -> i64 {
 
 /// cmdgate's own paths the shared list does not know: the spool this daemon ingests and its
 /// binaries (the hook the agent's settings register lives beside `cmdgated`).
-fn own_extras(paths: &crate::config::Paths) -> Vec<String> {
+pub(crate) fn own_extras(paths: &crate::config::Paths) -> Vec<String> {
     let mut v: Vec<String> = paths
         .spool_dir
         .iter()

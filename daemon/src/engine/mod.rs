@@ -144,6 +144,9 @@ pub struct Engine {
     spool_lock: Mutex<()>,
     /// Audit writes that failed (never silent: logged, counted, in `status`).
     pub(crate) audit_integrity: integrity::AuditIntegrity,
+    /// The operator's model reviewer (`[reviewer]`; off by default). Its key comes from the
+    /// daemon's environment at start and stays in memory.
+    pub(crate) reviewer: reviewer::Reviewer,
 }
 
 /// The global breaker trips at five times the session threshold: one runaway session should not
@@ -192,7 +195,14 @@ impl Engine {
         let tiermaps = TierMaps::new(PathBuf::from(paths.locations.trusted_keys()))
             .publishing(PathBuf::from(paths.locations.tiermap_revisions()));
         tiermaps.publish(&store).await?;
+        let reviewer = reviewer::Reviewer::new(config.reviewer.clone(), |k| std::env::var(k).ok());
+        if let (true, Some(p)) = (config.reviewer.enabled, reviewer.unavailable()) {
+            eprintln!(
+                "cmdgated: the model reviewer is unavailable ({p}); a person decides every ask"
+            );
+        }
         Ok(Arc::new(Engine {
+            reviewer,
             tiermaps,
             config,
             paths,
@@ -364,6 +374,7 @@ impl Engine {
             rules: self.rules.current().rules().len(),
             rules_stale: self.rules.is_stale(),
             audit_failures: self.audit_integrity.summary(),
+            reviewer: self.reviewer.status(),
             approvals: StatusApprovals {
                 mode: self.config.approvals.mode,
                 wait_ms: self.config.approvals.wait_ms,

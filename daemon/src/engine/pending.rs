@@ -48,6 +48,8 @@ pub struct Answer {
     pub rule: Option<String>,
     /// The audit row of the answer.
     pub audit_id: i64,
+    /// For the model with an approval: the operator's note (`DecideResponse::context`).
+    pub context: Option<String>,
 }
 
 /// How a wait ends other than by the deadline.
@@ -232,6 +234,7 @@ mod tests {
             reason: "ok".into(),
             rule: None,
             audit_id: id,
+            context: None,
         })
     }
 

@@ -32,6 +32,9 @@ pub struct Status {
     /// A reload failed after a change: every routed call is refused until one succeeds.
     pub rules_stale: bool,
     pub audit_failures: AuditFailures,
+    /// The model reviewer (`[reviewer]`); absent from an older daemon's answer.
+    #[serde(default)]
+    pub reviewer: crate::engine::reviewer::ReviewerStatus,
     pub approvals: StatusApprovals,
     pub notifications: StatusNotifications,
 }

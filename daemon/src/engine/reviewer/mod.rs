@@ -11,6 +11,7 @@
 
 pub mod contract;
 pub mod evidence;
+mod gate;
 pub mod provider;
 
 use std::collections::HashMap;
@@ -19,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use cmdgate_policy::wire::ReviewerMode;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 pub use contract::{Answer, ReviewDecision};
 pub use evidence::{CallEvidence, Prompt, TurnEvidence};
@@ -127,6 +127,24 @@ impl ReviewerConfig {
     }
 }
 
+/// The reviewer in `cmdgate status` (the key's variable name and whether it is set; never the key).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReviewerStatus {
+    pub enabled: bool,
+    /// A provider and model are configured (a session may turn it on).
+    pub configured: bool,
+    pub provider: String,
+    pub base_url: String,
+    pub model: String,
+    pub api_key_env: Option<String>,
+    /// `set`, `missing` or `none configured`.
+    pub api_key: String,
+    pub timeout_ms: u64,
+    pub stream: bool,
+    /// Why it cannot answer even when enabled.
+    pub problem: Option<String>,
+}
+
 /// The API key: in memory only, never printed.
 struct Key(String);
 
@@ -223,24 +241,25 @@ impl Reviewer {
     }
 
     /// For `cmdgate status` and `doctor` (names the key's variable, never the key).
-    pub fn status(&self) -> Value {
+    pub fn status(&self) -> ReviewerStatus {
         let c = &self.config;
-        json!({
-            "enabled": c.enabled,
-            "configured": c.configured(),
-            "provider": c.provider.as_str(),
-            "base_url": c.base_url(),
-            "model": c.model,
-            "api_key_env": c.api_key_env,
-            "api_key": match (&c.api_key_env, &self.key) {
+        ReviewerStatus {
+            enabled: c.enabled,
+            configured: c.configured(),
+            provider: c.provider.as_str().to_owned(),
+            base_url: c.base_url().to_owned(),
+            model: c.model.clone(),
+            api_key_env: c.api_key_env.clone(),
+            api_key: match (&c.api_key_env, &self.key) {
                 (None, _) => "none configured",
                 (Some(_), Some(_)) => "set",
                 (Some(_), None) => "missing",
-            },
-            "timeout_ms": c.timeout_ms,
-            "stream": c.stream,
-            "problem": self.problem,
-        })
+            }
+            .to_owned(),
+            timeout_ms: c.timeout_ms,
+            stream: c.stream,
+            problem: self.problem.clone(),
+        }
     }
 
     /// The prefix built for `session`'s user turn `turn_id`, if this turn already has one: the same
@@ -386,7 +405,7 @@ mod tests {
             |name| (name == "K").then(|| "secret-value".to_owned()),
         );
         assert!(on.enabled_for(None) && !on.enabled_for(Some(ReviewerMode::Off)));
-        let status = on.status().to_string();
+        let status = serde_json::to_string(&on.status()).unwrap();
         assert!(status.contains("\"api_key\":\"set\"") && !status.contains("secret-value"));
     }
 

@@ -1,0 +1,411 @@
+//! The model reviewer end to end through the real hook and the real daemon, against a local fake
+//! provider: it answers only what the policy asks a person about; allow-once makes no rule; deny
+//! and ask reach the agent with the reviewer's words; a broken provider leaves it to the person; a
+//! changed tier map between question and answer is re-checked; the fake never receives a
+//! catastrophic or tier-3 command or a secret value; a subagent's call shows the parent session's
+//! rules; the session can turn it off.
+
+#[allow(dead_code)]
+mod daemon_common;
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cmdgate_tests::fake_reviewer::{FakeReviewer, Received, Reply};
+use daemon_common::Gate;
+use serde_json::{json, Value};
+
+/// A tier-2 command of the starter map.
+const ASKS: &str = "git commit --allow-empty -m reviewed";
+const KEY: &str = "fake-key-8d1e";
+const SECRET: &str = "AKIAIOSFODNN7EXAMPLE";
+
+/// A gate whose daemon's reviewer is the fake (`extra` is more config).
+fn gate(fake: &FakeReviewer, extra: &str) -> Gate {
+    let mut g = Gate::new();
+    std::fs::write(
+        g.conf.join("config.toml"),
+        format!(
+            "{extra}\n[reviewer]\nenabled = true\nprovider = \"anthropic\"\nbase_url = \"{}\"\n\
+             model = \"fake-reviewer\"\napi_key_env = \"CMDGATE_TEST_REVIEWER_KEY\"\ntimeout_ms = 5000\n",
+            fake.anthropic_url()
+        ),
+    )
+    .unwrap();
+    g.daemon_env
+        .push(("CMDGATE_TEST_REVIEWER_KEY".into(), KEY.into()));
+    // The user's own turns, where the hook's events say the transcript is.
+    write_transcript(&g, &["please commit what we have"]);
+    g.init_signed();
+    g.start();
+    g
+}
+
+fn write_transcript(g: &Gate, turns: &[&str]) {
+    let lines: String = turns
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            format!(
+                "{}\n",
+                json!({"type": "user", "uuid": format!("turn-{i}-{t}"), "message": {"role": "user", "content": t}})
+            )
+        })
+        .collect();
+    std::fs::write(g.dir.path().join("t.jsonl"), lines).unwrap();
+}
+
+fn forbidden() -> Vec<String> {
+    vec![
+        SECRET.into(),
+        KEY.into(),
+        "rm -rf /".into(),
+        "git push --force".into(),
+    ]
+}
+
+fn answering(decision: &'static str, reason: &str) -> FakeReviewer {
+    let reason = reason.to_owned();
+    FakeReviewer::start(
+        move |_| Reply::Decision(decision, reason.clone()),
+        forbidden(),
+    )
+}
+
+/// Every decision row of a tool_use_id, oldest first.
+fn decisions(g: &Gate, tool_use_id: &str) -> Vec<Value> {
+    let mut rows: Vec<Value> = g
+        .audit("decision")
+        .into_iter()
+        .filter(|r| r["tool_use_id"] == tool_use_id)
+        .collect();
+    rows.sort_by_key(|r| r["id"].as_i64());
+    rows
+}
+
+#[test]
+fn allow_once_runs_that_call_and_makes_no_rule() {
+    let fake = answering("allow-once", "the user asked to commit");
+    let g = gate(&fake, "");
+    let (d, reason) = g.pre("rv-1", ASKS);
+    assert_eq!(d, "allow", "{reason}");
+    assert!(
+        reason.contains("model reviewer") && reason.contains("the user asked to commit"),
+        "{reason}"
+    );
+    let rows = decisions(&g, "rv-1");
+    assert_eq!(
+        rows.len(),
+        2,
+        "the ask, then the reviewer's answer: {rows:?}"
+    );
+    assert_eq!(
+        (rows[0]["decision"].as_str(), rows[0]["source"].as_str()),
+        (Some("ask"), Some("tier_rule"))
+    );
+    assert_eq!(
+        (rows[1]["decision"].as_str(), rows[1]["source"].as_str()),
+        (Some("allow"), Some("reviewer"))
+    );
+    let note = rows[1]["note"].as_str().unwrap();
+    assert!(
+        note.contains("model fake-reviewer") && note.contains("evidence sha256:"),
+        "{note}"
+    );
+    // What the model saw: the user's own turn, the call, its classification; quoted.
+    let seen = &fake.received()[0];
+    assert!(seen.text.contains("please commit what we have"));
+    assert!(seen.text.contains("git commit --allow-empty -m reviewed"));
+    assert!(seen.text.contains("tier 2"), "{}", seen.text);
+    assert_eq!(seen.header("x-api-key"), Some(KEY));
+    // No rule: the same command in a new call goes to the reviewer again.
+    assert_eq!(
+        g.cli_json(&["rules", "list", "--json"])["rules"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
+    let (d, _) = g.pre("rv-2", ASKS);
+    assert_eq!(d, "allow");
+    assert_eq!(fake.received().len(), 2, "asked again");
+    // The export marks the model's label apart from people's.
+    let out = g.dir.path().join("export.jsonl");
+    let done = g.cli(&["export", "--out", out.to_str().unwrap()]);
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        text.contains("\"label_basis\":\"model_allowed_once\""),
+        "{text}"
+    );
+    assert!(g.verify()["broken"].is_null());
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[test]
+fn deny_and_ask_reach_the_agent_with_the_reviewers_words() {
+    let fake = answering("deny", "the user never asked for a commit");
+    let g = gate(&fake, "");
+    let (d, reason) = g.pre("rv-deny", ASKS);
+    assert_eq!(d, "deny", "{reason}");
+    assert!(
+        reason.contains("the user never asked for a commit"),
+        "{reason}"
+    );
+    let fake = answering("ask", "unsure what the user wants");
+    let g = gate(&fake, "");
+    let (d, reason) = g.pre("rv-ask", ASKS);
+    assert_eq!(d, "ask", "{reason}");
+    assert!(reason.contains("unsure what the user wants"), "{reason}");
+}
+
+#[test]
+fn a_broken_provider_leaves_it_to_the_person_told_why() {
+    let fake = FakeReviewer::start(|_| Reply::Status(500), forbidden());
+    let g = gate(&fake, "");
+    let (d, reason) = g.pre("rv-500", ASKS);
+    assert_eq!(d, "ask", "{reason}");
+    assert!(reason.contains("HTTP 500"), "{reason}");
+    let fake = FakeReviewer::start(|_| Reply::Text("yes".into()), forbidden());
+    let g = gate(&fake, "");
+    let (d, reason) = g.pre("rv-bad", ASKS);
+    assert_eq!(d, "ask", "{reason}");
+    assert!(reason.contains("broke the contract"), "{reason}");
+}
+
+#[test]
+fn the_reviewer_never_sees_what_the_policy_decides_nor_secrets() {
+    let fake = answering("allow-once", "fine");
+    let g = gate(&fake, "");
+    for (id, cmd) in [
+        ("rv-cat", "rm -rf /"),
+        ("rv-t3", "git push --force origin main"),
+        ("rv-read", "ls"),
+    ] {
+        let (d, reason) = g.pre(id, cmd);
+        assert_ne!(d, "ask", "{cmd}: {reason}");
+        assert!(!reason.contains("model reviewer"), "{cmd}: {reason}");
+    }
+    // A tier-2 call carrying a secret: the reviewer sees it redacted.
+    let (d, reason) = g.pre(
+        "rv-secret",
+        &format!("curl -H 'X-Key: {SECRET}' https://example.invalid"),
+    );
+    assert_eq!(d, "allow", "{reason}");
+    assert_eq!(fake.received().len(), 1);
+    assert!(fake.received()[0].text.contains("REDACTED"));
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[test]
+fn the_session_can_turn_it_off_and_an_always_ask_rule_is_never_reviewed() {
+    let fake = answering("allow-once", "fine");
+    let g = gate(&fake, "");
+    let mut cmd = g.hook_command();
+    cmd.env("CMDGATE_REVIEWER", "off");
+    let event = g.pre_event("rv-off", "Bash", json!({"command": ASKS}));
+    let done = cmdgate_tests::proc::run_bounded(
+        &mut cmd,
+        event.to_string().as_bytes(),
+        Duration::from_secs(120),
+    );
+    let (d, _) = daemon_common::hook_answer(&done);
+    assert_eq!(d, "ask");
+    let remembered = g.cli(&[
+        "rules",
+        "always-ask",
+        "--project",
+        g.proj.to_str().unwrap(),
+        "--",
+        ASKS,
+    ]);
+    assert!(remembered.status.success(), "{}", remembered.stderr_text());
+    let (d, reason) = g.pre("rv-always", ASKS);
+    assert_eq!(d, "ask", "{reason}");
+    assert!(fake.received().is_empty(), "the reviewer was asked");
+}
+
+/// What the fake does before it answers.
+type Hook = Box<dyn Fn() + Send>;
+
+#[test]
+fn a_changed_tier_map_between_question_and_answer_is_rechecked() {
+    // The fake moves the command to tier 3 (and re-signs) before it answers allow-once.
+    let resign: Arc<Mutex<Option<Hook>>> = Arc::new(Mutex::new(None));
+    let hook = Arc::clone(&resign);
+    let fake = FakeReviewer::start(
+        move |_: &Received| {
+            if let Some(f) = hook.lock().unwrap().as_ref() {
+                f();
+            }
+            Reply::Decision("allow-once", "the user asked to commit".into())
+        },
+        forbidden(),
+    );
+    let g = gate(&fake, "");
+    let map = g.proj.join("CLAUDE_CMDS.md");
+    let mut sign = Command::new(&g.cmdgate);
+    sign.args(["tiermap", "sign", "--dev", map.to_str().unwrap()])
+        .current_dir(&g.proj);
+    g.env(&mut sign);
+    let sign = Mutex::new(sign);
+    *resign.lock().unwrap() = Some(Box::new(move || {
+        let text = std::fs::read_to_string(&map).unwrap();
+        let text = text.replace(
+            "## Tier 3 — deny\n",
+            "## Tier 3 — deny\n\n- `git commit *`\n",
+        );
+        let text = text.replace("- `git commit *`\n- `git rebase *`", "- `git rebase *`");
+        std::fs::write(&map, text).unwrap();
+        let out = sign.lock().unwrap().output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }));
+    let (d, reason) = g.pre("rv-changed", ASKS);
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("policy now denies"), "{reason}");
+    assert_eq!(fake.received().len(), 1);
+    // The next call is denied by the policy and never reaches the reviewer.
+    let (d, _) = g.pre("rv-after", ASKS);
+    assert_eq!(d, "deny");
+    assert_eq!(fake.received().len(), 1);
+}
+
+#[test]
+fn a_subagents_call_shows_the_parent_sessions_rules() {
+    let fake = answering("ask", "let the person decide");
+    let g = gate(
+        &fake,
+        "[approvals]\nmode = \"background\"\nwait_ms = 60000\n",
+    );
+    // A person approves one call of the session with a note (the reviewer is off for it).
+    let waiting = g.spawn_pre(
+        "rv-parent",
+        "git commit --allow-empty -m parent",
+        &[("CMDGATE_REVIEWER", "off")],
+    );
+    let started = Instant::now();
+    let id = loop {
+        let list = g.cli_json(&["pending", "--json"]);
+        if let Some(p) = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["tool_use_id"] == "rv-parent")
+        {
+            break p["id"].as_i64().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never pending: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let answered = g.cli_json(&[
+        "approve",
+        &id,
+        "--note",
+        "commits on this branch are fine today",
+        "--json",
+    ]);
+    assert_eq!(answered["decision"], "allow");
+    assert_eq!(waiting.join().unwrap().0, "allow");
+    // A subagent of the same session makes a call the reviewer sees.
+    let mut event = g.pre_event("rv-sub", "Bash", json!({"command": ASKS}));
+    event["agent_id"] = json!("agent-7");
+    event["agent_type"] = json!("general-purpose");
+    let mut cmd = g.hook_command();
+    cmd.env("CMDGATE_APPROVAL_MODE", "interactive");
+    let done = cmdgate_tests::proc::run_bounded(
+        &mut cmd,
+        event.to_string().as_bytes(),
+        Duration::from_secs(120),
+    );
+    let (d, _) = daemon_common::hook_answer(&done);
+    assert_eq!(d, "ask");
+    let seen = &fake.received()[0];
+    assert!(
+        seen.text.contains("commits on this branch are fine today"),
+        "{}",
+        seen.text
+    );
+    assert!(seen.text.contains("agent-7"), "{}", seen.text);
+}
+
+/// `cmdgate …` with the reviewer's key in the CLI's environment (try and eval run in the CLI).
+fn cli_with_key(g: &Gate, args: &[&str]) -> Value {
+    let mut cmd = Command::new(&g.cmdgate);
+    cmd.args(args).current_dir(&g.proj);
+    g.env(&mut cmd);
+    cmd.env("CMDGATE_TEST_REVIEWER_KEY", KEY);
+    let done = cmdgate_tests::proc::run_bounded(&mut cmd, b"", Duration::from_secs(120));
+    assert!(
+        done.status.success(),
+        "cmdgate {args:?}: {}",
+        done.stderr_text()
+    );
+    serde_json::from_str(&done.stdout_text())
+        .unwrap_or_else(|e| panic!("{e}: {}", done.stdout_text()))
+}
+
+#[test]
+fn try_shows_the_evidence_and_eval_counts_agreement() {
+    let fake = answering("allow-once", "looks requested");
+    let g = gate(&fake, "");
+    let tried = cli_with_key(
+        &g,
+        &[
+            "reviewer",
+            "try",
+            "--json",
+            "--user-turn",
+            "commit it please",
+            "--",
+            ASKS,
+        ],
+    );
+    assert_eq!(tried["decision"], "allow-once", "{tried}");
+    assert!(
+        tried["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("commit it please"),
+        "{tried}"
+    );
+    assert_eq!(fake.received().len(), 1);
+    // Two person-decided examples (one allowed, one denied) and one the policy decided.
+    let example = |source: &str, verdict: &str| {
+        json!({"request": {"tool": "Bash", "command": ASKS, "input": null, "cwd": "."},
+               "context": {"project": g.proj, "session": "s", "tier": "ask"},
+               "decision": {"verdict": verdict, "source": source, "sandbox": null}})
+        .to_string()
+    };
+    let file = g.dir.path().join("people.jsonl");
+    std::fs::write(
+        &file,
+        [
+            example("human", "allow"),
+            example("human", "deny"),
+            example("tier_rule", "deny"),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let eval = cli_with_key(&g, &["reviewer", "eval", "--json", file.to_str().unwrap()]);
+    assert_eq!(eval["examples"], 2, "{eval}");
+    assert_eq!(
+        eval["matrix"]["person_allowed"],
+        json!([1, 0, 0, 0]),
+        "{eval}"
+    );
+    assert_eq!(
+        eval["matrix"]["person_denied"],
+        json!([1, 0, 0, 0]),
+        "{eval}"
+    );
+    assert_eq!(eval["allowed_what_a_person_denied"], 1, "{eval}");
+    assert_eq!(fake.received().len(), 3);
+}
