@@ -38,10 +38,7 @@ fn check(rc: libc::c_long) -> std::io::Result<libc::c_long> {
 /// Exec of setuid binaries or file capabilities can no longer raise privileges (required by
 /// seccomp and Landlock for an unprivileged process anyway).
 pub fn no_new_privs() -> Result<(), ConfineError> {
-    // SAFETY: prctl with integer arguments only; no memory is passed.
-    check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into())
-        .map(drop)
-        .map_err(ConfineError::NoNewPrivs)
+    nix::sys::prctl::set_no_new_privs().map_err(|e| ConfineError::NoNewPrivs(e.into()))
 }
 
 /// Drop every capability (bounding set, ambient, then the uid switch or an empty capset), so even
@@ -51,6 +48,8 @@ pub fn drop_privileges(run_as: Option<RunAs>) -> Result<(), ConfineError> {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(63);
+    // The bounding set by number up to the kernel's cap_last_cap: `caps::clear(Bounding)` drops
+    // only the capabilities the crate knows, and a newer kernel may have more.
     for cap in 0..=last_cap {
         // SAFETY: prctl with integer arguments only.
         let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap, 0, 0, 0) };
@@ -61,50 +60,29 @@ pub fn drop_privileges(run_as: Option<RunAs>) -> Result<(), ConfineError> {
             }
         }
     }
-    // SAFETY: prctl with integer arguments only (PR_CAP_AMBIENT_CLEAR_ALL = 4).
-    check(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, 4, 0, 0, 0) }.into())
-        .map_err(ConfineError::Capabilities)?;
-    if let Some(RunAs { uid, gid }) = run_as {
-        let err = |e| ConfineError::SwitchUser(uid, e);
-        // SAFETY: setgroups with a zero-length list reads no memory.
-        check(unsafe { libc::setgroups(0, std::ptr::null()) }.into()).map_err(err)?;
-        // SAFETY: integer arguments only.
-        check(unsafe { libc::setresgid(gid, gid, gid) }.into()).map_err(err)?;
-        // SAFETY: integer arguments only. Leaving uid 0 clears the permitted/effective sets.
-        check(unsafe { libc::setresuid(uid, uid, uid) }.into()).map_err(err)?;
-    }
-    #[repr(C)]
-    struct CapHeader {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    struct CapData {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    let header = CapHeader {
-        version: 0x2008_0522, // _LINUX_CAPABILITY_VERSION_3: two 32-bit data words.
-        pid: 0,
+    let caps_err = |e: caps::errors::CapsError| {
+        ConfineError::Capabilities(std::io::Error::other(e.to_string()))
     };
-    let data = [
-        CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        },
-        CapData {
-            effective: 0,
-            permitted: 0,
-            inheritable: 0,
-        },
-    ];
-    // SAFETY: header and data are valid, initialised repr(C) structs of the sizes capset(2)
-    // expects for version 3 (one header, two data words), alive across the call.
-    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) })
-        .map(drop)
-        .map_err(ConfineError::Capabilities)
+    caps::clear(None, caps::CapSet::Ambient).map_err(caps_err)?;
+    if let Some(RunAs { uid, gid }) = run_as {
+        use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+        let err = |e: nix::Error| ConfineError::SwitchUser(uid, e.into());
+        let (u, g) = (Uid::from_raw(uid), Gid::from_raw(gid));
+        setgroups(&[]).map_err(err)?;
+        setresgid(g, g, g).map_err(err)?;
+        // Leaving uid 0 clears the permitted and effective sets.
+        setresuid(u, u, u).map_err(err)?;
+    }
+    // Every bit of the three sets, known to the `caps` crate or not: capset(2) with zeroed words.
+    // Effective first: it must stay a subset of permitted.
+    for set in [
+        caps::CapSet::Effective,
+        caps::CapSet::Permitted,
+        caps::CapSet::Inheritable,
+    ] {
+        caps::clear(None, set).map_err(caps_err)?;
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ fn runs_as_the_agent_uid() {
     });
     let run = common::run_with(
         &config,
-        "id -u; id -g; echo built > out.txt; grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status",
+        "id -u; id -g; echo built > out.txt; grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status",
     );
     assert_eq!(run.exit, Some(0), "{}", common::show(&run));
     let mut lines = run.stdout.lines();
@@ -42,6 +42,30 @@ fn runs_as_the_agent_uid() {
         "{}",
         common::show(&run)
     );
+}
+
+#[test]
+fn a_command_run_as_root_holds_no_capability_and_no_new_privileges() {
+    let env = common::Env::new();
+    let run = common::run_with(
+        &env.config(),
+        "id -u; grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status",
+    );
+    assert_eq!(run.exit, Some(0), "{}", common::show(&run));
+    let mut lines = run.stdout.lines();
+    assert_eq!(lines.next(), Some("0"), "{}", common::show(&run));
+    let rest: Vec<&str> = lines.collect();
+    assert_eq!(rest.len(), 6, "{}", common::show(&run));
+    for line in rest {
+        if line.starts_with("NoNewPrivs:") {
+            assert!(line.ends_with('1'), "{line}");
+        } else {
+            assert!(
+                line.ends_with("0000000000000000"),
+                "capabilities left: {line}"
+            );
+        }
+    }
 }
 
 #[test]
