@@ -41,6 +41,16 @@ pub struct Limits {
     pub scratch_bytes: u64,
     /// Bytes of stdout and of stderr kept each; the rest is drained and counted, never stored.
     pub output_bytes: usize,
+    /// Bytes a mirrored run may add to the workspace's filesystem (its upper dir is there, not
+    /// on the scratch tmpfs): past it — or below 5 % free space — the run is killed and is not
+    /// clean (`LimitHit` "upper"). Approximate: measured with statvfs every 250 ms and at the
+    /// end, so other writers on that filesystem count too.
+    #[serde(default = "default_upper_bytes")]
+    pub upper_bytes: u64,
+}
+
+fn default_upper_bytes() -> u64 {
+    8 << 30
 }
 
 impl Default for Limits {
@@ -52,6 +62,7 @@ impl Default for Limits {
             cpu_millis: 1000,
             scratch_bytes: 1 << 30,
             output_bytes: 64 << 10,
+            upper_bytes: default_upper_bytes(),
         }
     }
 }

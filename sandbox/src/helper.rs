@@ -399,7 +399,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             stderr: err_r,
             deadline: run_start + cfg.limits.timeout,
             output_bytes: cfg.limits.output_bytes,
-            upper_guard,
+            upper_guard: upper_guard.as_ref(),
         },
     );
     let mut effects = collected.effects;
@@ -410,10 +410,22 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
         && collected.signal.is_none()
         && !collected.timed_out
         && !collected.killed
+        && !collected.over_limit
     {
         return Err(HelperError::InitLost(collected.init_status));
     }
     effects.extend(cgroup.limit_hits());
+    // Once more now that every writer is gone: a run that went over the limit between two
+    // looks is still over it.
+    if let Some(hit) = upper_guard.as_ref().and_then(UpperGuard::check) {
+        if !effects.contains(&hit)
+            && !effects
+                .iter()
+                .any(|e| matches!(e, Effect::LimitHit { limit, .. } if limit == "upper"))
+        {
+            effects.push(hit);
+        }
+    }
 
     // The run is over and its namespaces are gone: the upper dirs now hold exactly its changes.
     let mut layers = Vec::new();
@@ -471,13 +483,13 @@ fn kill_init(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>) {
     }
 }
 
-struct Collect {
+struct Collect<'a> {
     report: OwnedFd,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
     deadline: Instant,
     output_bytes: usize,
-    upper_guard: Option<UpperGuard>,
+    upper_guard: Option<&'a UpperGuard>,
 }
 
 #[derive(Default)]
@@ -492,6 +504,8 @@ struct Collected {
     setup_failed: Option<String>,
     init_status: String,
     killed: bool,
+    /// The upper-dir guard killed the run (a `LimitHit` says so).
+    over_limit: bool,
 }
 
 /// Poll the run's pipes and pid 1 until it exits, enforcing the deadline and watching stdin
@@ -562,8 +576,9 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
                 c.killed = true;
                 kill_init(child, pidfd);
             }
-            if let Some(hit) = io.upper_guard.as_ref().and_then(UpperGuard::check) {
-                if !c.effects.contains(&hit) {
+            if let Some(hit) = io.upper_guard.and_then(UpperGuard::check) {
+                if !c.over_limit {
+                    c.over_limit = true;
                     c.effects.push(hit);
                     kill_init(child, pidfd);
                 }

@@ -36,10 +36,6 @@ pub struct MirrorCommand {
     pub env: Vec<(String, String)>,
 }
 
-/// Default bytes a mirrored run may add to the workspace's filesystem (`RunConfig` has the
-/// scratch tmpfs size; the kept upper dir is not on it).
-pub const DEFAULT_UPPER_BYTES: u64 = 8 << 30;
-
 /// Drop what must not reach the command: cmdgate's own settings (`CMDGATE_*`: sockets, escape
 /// hatch), the dynamic loader's knobs (`LD_*`), startup files and options bash would read on its
 /// own (`BASH_ENV`, `ENV`, `SHELLOPTS`, `BASHOPTS`), exported functions (`BASH_FUNC_*`, which
@@ -245,8 +241,8 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
 }
 
 /// Start `cmd` in a mirror of `config.workspace` (the helper is running it when this returns).
-/// `config.limits.scratch_bytes` bounds /tmp and $HOME writes; [`DEFAULT_UPPER_BYTES`] bounds
-/// the workspace's upper dir.
+/// `config.limits.scratch_bytes` bounds /tmp and $HOME writes; `config.limits.upper_bytes` the
+/// workspace's upper dir.
 pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, SandboxError> {
     let mut config = config.clone();
     config.workspace = config.workspace.canonicalize().map_err(|e| {
@@ -283,7 +279,7 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
         mirror: Some(MirrorSpec {
             keep,
             cwd: cmd.cwd.clone(),
-            upper_bytes: DEFAULT_UPPER_BYTES,
+            upper_bytes: config.limits.upper_bytes,
         }),
     };
     if let Err(e) = prepared.send(&ParentMessage::Run(Box::new(request))) {

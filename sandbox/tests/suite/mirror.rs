@@ -154,3 +154,23 @@ fn cmdgates_own_sockets_config_and_state_are_masked() {
     assert!(fin.run.clean, "{:?}", fin.run.why);
     fin.kept.discard().expect("discard");
 }
+
+#[test]
+fn a_run_over_its_upper_limit_is_killed_and_not_clean() {
+    let env = Env::new();
+    let mut config = env.config();
+    config.limits.upper_bytes = 8 << 20;
+    let (_, _, fin) = mirrored_with(
+        &config,
+        &command(&env, "head -c 128M /dev/zero > big; sleep 5"),
+    );
+    assert!(
+        fin.run
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::LimitHit { limit, .. } if limit == "upper")),
+        "{:?}",
+        fin.run.effects
+    );
+    assert!(!fin.run.clean);
+}
