@@ -2,9 +2,7 @@
 //! uid, Landlock, and a seccomp filter (hand-written BPF) whose refusals are reported.
 
 use crate::config::RunAs;
-use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 /// A confinement step that failed; the command does not run.
@@ -89,31 +87,6 @@ pub fn drop_privileges(run_as: Option<RunAs>) -> Result<(), ConfineError> {
 // Landlock (second layer: the mounts already make everything but the mirrored trees read-only).
 
 const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
-const LANDLOCK_RULE_PATH_BENEATH: u32 = 1;
-const FS_EXECUTE: u64 = 1 << 0;
-const FS_WRITE_FILE: u64 = 1 << 1;
-const FS_READ_FILE: u64 = 1 << 2;
-const FS_READ_DIR: u64 = 1 << 3;
-const FS_MAKE_CHAR: u64 = 1 << 6;
-const FS_MAKE_BLOCK: u64 = 1 << 11;
-const FS_TRUNCATE: u64 = 1 << 14;
-const FS_IOCTL_DEV: u64 = 1 << 15;
-const NET_CONNECT_TCP: u64 = 1 << 1;
-const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
-const SCOPE_SIGNAL: u64 = 1 << 1;
-
-#[repr(C)]
-struct RulesetAttr {
-    handled_access_fs: u64,
-    handled_access_net: u64,
-    scoped: u64,
-}
-
-#[repr(C, packed)]
-struct PathBeneathAttr {
-    allowed_access: u64,
-    parent_fd: i32,
-}
 
 /// The Landlock ABI version the kernel offers (0 = none).
 pub fn landlock_abi() -> u32 {
@@ -121,7 +94,7 @@ pub fn landlock_abi() -> u32 {
     let rc = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
-            std::ptr::null::<RulesetAttr>(),
+            std::ptr::null::<u8>(),
             0usize,
             LANDLOCK_CREATE_RULESET_VERSION,
         )
@@ -131,93 +104,59 @@ pub fn landlock_abi() -> u32 {
 
 /// Restrict this process (and what it execs) to reading everywhere and writing only under
 /// `writable`; without network, TCP connect is refused; abstract Unix sockets and signals are
-/// scoped to the run. Returns the ABI used (0: Landlock unavailable, nothing applied).
+/// scoped to the run. Returns the ABI the kernel offers (0: Landlock unavailable, nothing
+/// applied). The `landlock` crate handles what that ABI supports and drops the rest (best effort,
+/// as the kernel documentation recommends).
 pub fn landlock(writable: &[PathBuf], network: bool) -> Result<u32, ConfineError> {
+    use landlock::{
+        Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+        Scope, ABI,
+    };
     let abi = landlock_abi();
     if abi == 0 {
         return Ok(0);
     }
-    let mut fs = (1u64 << 13) - 1; // ABI 1: execute .. make_sym
-    if abi >= 2 {
-        fs |= 1 << 13; // refer
+    let err = |what: &'static str| {
+        move |e: landlock::RulesetError| {
+            ConfineError::Landlock(what, std::io::Error::other(e.to_string()))
+        }
+    };
+    // ABI 1..5: execute .. make_sym, refer, truncate, ioctl_dev (later ABIs add no fs right).
+    let fs = AccessFs::from_all(ABI::V5);
+    let mut ruleset = Ruleset::default()
+        .handle_access(fs)
+        .map_err(err("create ruleset"))?;
+    if !network {
+        ruleset = ruleset
+            .handle_access(AccessNet::ConnectTcp)
+            .map_err(err("create ruleset"))?;
     }
-    if abi >= 3 {
-        fs |= FS_TRUNCATE;
-    }
-    if abi >= 5 {
-        fs |= FS_IOCTL_DEV;
-    }
-    let net = if abi >= 4 && !network {
-        NET_CONNECT_TCP
-    } else {
-        0
-    };
-    let scoped = if abi >= 6 {
-        SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL
-    } else {
-        0
-    };
-    let attr = RulesetAttr {
-        handled_access_fs: fs,
-        handled_access_net: net,
-        scoped,
-    };
-    // Older ABIs reject unknown trailing fields: pass only the size they know.
-    let size = match abi {
-        1..=3 => 8,
-        4 | 5 => 16,
-        _ => std::mem::size_of::<RulesetAttr>(),
-    };
-    // SAFETY: `attr` is a valid repr(C) ruleset_attr of at least `size` bytes, alive across the call.
-    let fd = check(unsafe {
-        libc::syscall(
-            libc::SYS_landlock_create_ruleset,
-            &attr as *const RulesetAttr,
-            size,
-            0u32,
-        )
-    })
-    .map_err(|e| ConfineError::Landlock("create ruleset", e))?;
-    // SAFETY: the kernel just returned this fd to us; nobody else owns it.
-    let ruleset = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-    use std::os::fd::AsRawFd;
-    let read = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR;
-    let mut rules: Vec<(&Path, u64)> = vec![(Path::new("/"), read)];
-    let dev_access = read | FS_WRITE_FILE | (fs & (FS_TRUNCATE | FS_IOCTL_DEV));
-    rules.push((Path::new("/dev"), dev_access));
+    let mut ruleset = ruleset
+        .scope(Scope::from_all(ABI::V6))
+        .map_err(err("create ruleset"))?
+        .create()
+        .map_err(err("create ruleset"))?;
+    let read = AccessFs::Execute | AccessFs::ReadFile | AccessFs::ReadDir;
+    let mut rules = vec![(Path::new("/"), read)];
+    rules.push((
+        Path::new("/dev"),
+        read | AccessFs::WriteFile | AccessFs::Truncate | AccessFs::IoctlDev,
+    ));
     for w in writable {
-        rules.push((w.as_path(), fs & !(FS_MAKE_CHAR | FS_MAKE_BLOCK)));
+        rules.push((
+            w.as_path(),
+            fs & !(AccessFs::MakeChar | AccessFs::MakeBlock),
+        ));
     }
     for (path, access) in rules {
-        let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
-            continue;
-        };
-        // SAFETY: NUL-terminated path, valid for the call.
-        let pfd = unsafe { libc::open(cpath.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) };
-        if pfd < 0 {
+        let Ok(fd) = PathFd::new(path) else {
             continue; // a path that does not exist in the mirror needs no rule
-        }
-        // SAFETY: we just opened pfd and own it.
-        let pfd = unsafe { OwnedFd::from_raw_fd(pfd) };
-        let rule = PathBeneathAttr {
-            allowed_access: access,
-            parent_fd: pfd.as_raw_fd(),
         };
-        // SAFETY: `rule` is a valid packed path_beneath_attr alive across the call; fds are open.
-        check(unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                ruleset.as_raw_fd(),
-                LANDLOCK_RULE_PATH_BENEATH,
-                &rule as *const PathBeneathAttr,
-                0u32,
-            )
-        })
-        .map_err(|e| ConfineError::Landlock("add rule", e))?;
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(err("add rule"))?;
     }
-    // SAFETY: integer arguments only; the ruleset fd is open.
-    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset.as_raw_fd(), 0u32) })
-        .map_err(|e| ConfineError::Landlock("restrict self", e))?;
+    ruleset.restrict_self().map_err(err("restrict self"))?;
     Ok(abi)
 }
 
