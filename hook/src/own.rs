@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use cmdgate_policy::decide::kernel::{read_tool_doubt, OwnPaths};
+use cmdgate_policy::decide::kernel::{tool_path_doubt, OwnPaths, PathDoubt};
 use cmdgate_policy::decide::paths::Base;
 use cmdgate_policy::decide::reach::bash_risk;
 use cmdgate_policy::decide::Tool;
@@ -14,6 +14,7 @@ use cmdgate_policy::shell::Script;
 use crate::config::Config;
 use crate::input::HookCall;
 use crate::kernel::Kernel;
+use crate::reads::Local;
 
 /// cmdgate's own paths as the hook knows them: the shared list, plus the spool in use and the hook
 /// binary itself.
@@ -34,8 +35,10 @@ fn home(cfg: &Config) -> String {
         .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string())
 }
 
-/// Why a Read/Glob/Grep/LS call must go to the daemon for what its path is on disk, or `None`.
-pub fn read_tool(call: &HookCall, cfg: &Config, project_dir: &Path) -> Option<String> {
+/// What the hook must say about a Read/Glob/Grep/LS or Write-family call for what its path is on
+/// disk: catastrophic (cmdgate's own files, so the escape hatch does not lift it either), routed
+/// to the daemon (a read path that is not only what it is called), or `None`.
+pub fn tool_call(call: &HookCall, cfg: &Config, project_dir: &Path) -> Option<Local> {
     let tool = Tool::from_claude(&call.tool_name, &call.tool_input).ok()?;
     let home = home(cfg);
     let base = Base {
@@ -43,7 +46,10 @@ pub fn read_tool(call: &HookCall, cfg: &Config, project_dir: &Path) -> Option<St
         cwd: &call.cwd,
     };
     let own = OwnPaths::resolve(&own_paths(cfg), &project_dir.display().to_string(), &Kernel);
-    read_tool_doubt(&tool, base, &own, &Kernel)
+    tool_path_doubt(&tool, base, &own, &Kernel).map(|d| match d {
+        PathDoubt::Own(why) => Local::Catastrophic(format!("{why} (built-in:cmdgate-own-path)")),
+        PathDoubt::Other(why) => Local::Route(why),
+    })
 }
 
 /// Why a Bash command the read classifier calls a read must still go to the daemon, or `None`.

@@ -50,9 +50,9 @@ fn str_field<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
 pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
     let cwd = Path::new(&call.cwd);
     let input = &call.tool_input;
-    if matches!(call.tool_name.as_str(), "Read" | "LS" | "Glob" | "Grep") {
-        if let Some(why) = crate::own::read_tool(call, cfg, project_dir) {
-            return Local::Route(why);
+    if call.tool_name != "Bash" {
+        if let Some(local) = crate::own::tool_call(call, cfg, project_dir) {
+            return local;
         }
     }
     if call.tool_name == "Bash" {

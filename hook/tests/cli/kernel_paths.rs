@@ -49,3 +49,37 @@ fn kernel_paths_table_through_the_hook() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn escape_hatch_does_not_lift_cmdgates_own_files_for_any_tool() {
+    let mut w = World::new();
+    w.set("CMDGATE_ESCAPE_HATCH", "incident 42");
+    let conf = w.path("config");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::write(conf.join("dev-signing-key"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(conf.join("dev-signing-key"), w.path("work/notes.txt")).unwrap();
+    let key = conf.join("dev-signing-key").display().to_string();
+    for (tool, input) in [
+        ("Read", serde_json::json!({"file_path": key})),
+        ("Read", serde_json::json!({"file_path": "notes.txt"})),
+        ("Grep", serde_json::json!({"pattern": "x", "path": conf})),
+        (
+            "Write",
+            serde_json::json!({"file_path": conf.join("trusted-keys"), "content": "k"}),
+        ),
+        ("Edit", serde_json::json!({"file_path": "notes.txt"})),
+    ] {
+        let reason = w.run(&w.pre(tool, input.clone()), &[]).denied();
+        assert!(reason.contains("catastrophic"), "{tool} {input}: {reason}");
+    }
+    // Anything else under the hatch: cmdgate steps aside.
+    std::fs::write(w.path("work/plain.txt"), "x\n").unwrap();
+    let run = w.run(
+        &w.pre(
+            "Write",
+            serde_json::json!({"file_path": "plain.txt", "content": ""}),
+        ),
+        &[],
+    );
+    assert!(run.stdout.contains("ESCAPE HATCH"), "{run:?}");
+}

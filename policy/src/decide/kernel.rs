@@ -201,41 +201,54 @@ impl OwnPaths {
     }
 }
 
-/// Why a read tool (`Read`, `Glob`, `Grep`, `LS`) may not be allowed without the daemon for what
-/// its path is on disk: one of cmdgate's own files (or, for Grep, a tree holding one), or a path
-/// that is not only what it is called (unresolvable, another name of a hard-linked file). The
-/// hook's fast path asks this; the daemon's tool policy decides the same cases.
-pub fn read_tool_doubt(
+/// Why a tool call may not be allowed without the daemon for what its path is on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathDoubt {
+    /// It reaches one of cmdgate's own files (or, for Grep, a tree holding one): refused for
+    /// every tool, under the escape hatch too (the daemon's built-in `cmdgate-own-path`).
+    Own(String),
+    /// A read tool's path is not only what it is called (unresolvable, another name of a
+    /// hard-linked file): the daemon decides.
+    Other(String),
+}
+
+/// The hook's question before a local answer for Claude Code's tools other than Bash: `Read`,
+/// `Glob`, `Grep`, `LS` and the Write family (own files only: the daemon decides every write).
+/// The daemon's tool policy decides the same cases.
+pub fn tool_path_doubt(
     tool: &Tool,
     base: Base<'_>,
     own: &OwnPaths,
     kernel: &dyn PathResolver,
-) -> Option<String> {
-    let (name, path) = match tool {
-        Tool::Read { tool, path } => (tool, path.as_str()),
-        Tool::Search { tool, path, .. } => (tool, path.as_deref().unwrap_or(".")),
-        Tool::Bash { .. }
-        | Tool::Write { .. }
-        | Tool::Web { .. }
-        | Tool::Internal { .. }
-        | Tool::Other { .. } => return None,
+) -> Option<PathDoubt> {
+    let (name, path, read) = match tool {
+        Tool::Read { tool, path } => (tool, path.as_str(), true),
+        Tool::Search { tool, path, .. } => (tool, path.as_deref().unwrap_or("."), true),
+        Tool::Write { tool, path } => (tool, path.as_str(), false),
+        Tool::Bash { .. } | Tool::Web { .. } | Tool::Internal { .. } | Tool::Other { .. } => {
+            return None
+        }
     };
     let seen = Seen::of(path, base, kernel);
     if let Some(o) = own.hit(&seen) {
-        return Some(format!(
+        return Some(PathDoubt::Own(format!(
             "`{name}` of {} reaches cmdgate's own {o}",
             seen.shown()
-        ));
+        )));
     }
     if name == "Grep" {
         if let Some(o) = seen.names().iter().find_map(|n| own.below(n)) {
-            return Some(format!(
+            return Some(PathDoubt::Own(format!(
                 "`{name}` in {} searches cmdgate's own {o}",
                 seen.shown()
-            ));
+            )));
         }
     }
-    seen.doubt().map(|d| format!("`{name}`: {d}"))
+    if !read {
+        return None;
+    }
+    seen.doubt()
+        .map(|d| PathDoubt::Other(format!("`{name}`: {d}")))
 }
 
 #[cfg(test)]
