@@ -385,3 +385,31 @@ fn commit_ok_kept(kept: cmdgate_sandbox::mirror::KeptUpper) -> commit::CommitRep
         Err(e) => panic!("commit failed: {e}"),
     }
 }
+
+#[test]
+fn an_undo_interrupted_by_a_crash_is_finished_by_recover() {
+    let env = Env::new();
+    env.write("a", "old a\n");
+    env.write("b", "old b\n");
+    let before = tree_hash(&env.ws);
+    let report = commit_ok(run(&env, "echo new > a && rm b && echo c > c"));
+    // The crash: undo wrote its `undoing` marker and restored `b` (the last step, done first),
+    // then died. The journal's layout is the store's: <state>/mirror/journal/<id>.
+    let jdir = env.state.join("mirror/journal").join(&report.run_id);
+    std::fs::write(jdir.join("undoing"), b"").unwrap();
+    let slot = report
+        .changes
+        .iter()
+        .position(|c| c.path == Path::new("b"))
+        .unwrap();
+    std::fs::rename(jdir.join("pre").join(slot.to_string()), env.ws.join("b")).unwrap();
+    assert_eq!(commit::runs(&env.state)[0].state, JournalState::Undoing);
+    let rec = commit::recover(&env.state);
+    assert_eq!(
+        rec.undo_finished,
+        std::slice::from_ref(&report.run_id),
+        "{rec:?}"
+    );
+    assert_eq!(tree_hash(&env.ws), before);
+    assert_eq!(commit::runs(&env.state)[0].state, JournalState::Undone);
+}
