@@ -6,7 +6,7 @@
 //! Both sides are the policy's answer, not what the audit recorded (which also holds people's
 //! answers, mirror verdicts and breaker states): the difference is exactly the change's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -95,8 +95,10 @@ impl Report {
     }
 }
 
-/// Replays `past` under `before` and `after`; `context` gives the context for a request's project
-/// (the tier map is per project), or `None` to skip the request (a project the change is not about).
+/// Replays `past` under `before` and `after`; `contexts` gives the two contexts for a request's
+/// project (the tier map is per project), or `None` to skip the request (a project the change is
+/// not about). It must give the same contexts for the same project: results are reused for a
+/// request (tool, project, cwd) seen before.
 pub fn replay<'a, I, F>(past: I, mut contexts: F) -> Report
 where
     I: IntoIterator<Item = &'a Past>,
@@ -104,6 +106,9 @@ where
 {
     let mut groups: BTreeMap<(String, Outcome, Outcome), Group> = BTreeMap::new();
     let mut report = Report::default();
+    // `decide` is pure: a request seen before (agents repeat themselves) is not decided again.
+    type Both = ((Outcome, Option<String>), (Outcome, Option<String>));
+    let mut seen: HashMap<(String, String, String), Both> = HashMap::new();
     for p in past {
         let Some((before, after)) = contexts(p) else {
             continue;
@@ -114,8 +119,11 @@ where
             cwd: &p.cwd,
         };
         report.replayed += 1;
-        let (from, old_rule) = outcome(&decide(req, before));
-        let (to, new_rule) = outcome(&decide(req, after));
+        let key = (format!("{:?}", p.tool), p.project.clone(), p.cwd.clone());
+        let ((from, old_rule), (to, new_rule)) = seen
+            .entry(key)
+            .or_insert_with(|| (outcome(&decide(req, before)), outcome(&decide(req, after))))
+            .clone();
         if from == to {
             continue;
         }

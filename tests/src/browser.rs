@@ -238,6 +238,9 @@ impl Browser {
              const check = () => {{ try {{ return ({condition}); }} catch (e) {{ return false; }} }};
              let v = check();
              if (v) {{ done(v); return; }}
+             // A navigation away ends this page's wait: say so, and the wait goes on in the next page.
+             window.addEventListener('beforeunload', () => done('__navigating__'));
+             window.addEventListener('pagehide', () => done('__navigating__'));
              const o = new MutationObserver(() => {{ const v = check(); if (v) {{ o.disconnect(); done(v); }} }});
              o.observe(document, {{subtree: true, childList: true, characterData: true, attributes: true}});"
         );
@@ -245,6 +248,7 @@ impl Browser {
         // A navigation while waiting ends the script with an error: wait again in the new page.
         for _ in 0..20 {
             match self.call("POST", &p, Some(&json!({"script": script, "args": []}))) {
+                Ok(v) if v == "__navigating__" => continue,
                 Ok(v) => return v,
                 Err(e)
                     if e.contains("unload") || e.contains("context") || e.contains("navigat") =>

@@ -137,20 +137,20 @@ fn raw(port: u16, head: &str) -> (u16, String) {
 }
 
 /// A page on another origin (same host, another port) that tries to change the console's state:
-/// a form POST (no preflight) and a JSON fetch (preflighted). Served once per request, forever.
+/// a JSON fetch (preflighted) when it loads, and a form POST (no preflight) when `#go` is clicked.
+/// Served once per request, forever.
 fn attacker(console_port: u16, rule: i64) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     let page = format!(
         r#"<!doctype html><html><body><p id="fetch">fetch pending</p>
 <form id="f" method="POST" enctype="text/plain" action="http://127.0.0.1:{console_port}/rules/{rule}/enable">
-<input name='{{"if_revision":99,"x":"' value='"}}'></form>
+<input name='{{"if_revision":99,"x":"' value='"}}'><button id="go">go</button></form>
 <script>
 fetch("http://127.0.0.1:{console_port}/rules/{rule}/enable", {{method: "POST", credentials: "include",
   headers: {{"Content-Type": "application/json"}}, body: JSON.stringify({{if_revision: 99}})}})
   .then(r => {{ document.getElementById("fetch").textContent = "fetch answered " + r.status; }})
-  .catch(e => {{ document.getElementById("fetch").textContent = "fetch blocked"; }})
-  .finally(() => document.getElementById("f").submit());
+  .catch(e => {{ document.getElementById("fetch").textContent = "fetch blocked"; }});
 </script></body></html>"#
     );
     std::thread::spawn(move || {
@@ -319,6 +319,15 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
     //    fetch never gets past its preflight (no CORS), and the rule stays disabled.
     let evil = attacker(port, rule);
     b.goto(&format!("http://127.0.0.1:{evil}/"));
+    let fetched = b.wait_for(
+        "document.getElementById('fetch').textContent !== 'fetch pending' && document.getElementById('fetch').textContent",
+    );
+    assert_eq!(
+        fetched, "fetch blocked",
+        "a cross-origin fetch got an answer"
+    );
+    // The form POST is a navigation (no preflight): the console answers it with a refusal.
+    b.click("#go");
     let refused_text = b.wait_for(
         "document.body && document.body.innerText.includes('refused') && document.body.innerText",
     );

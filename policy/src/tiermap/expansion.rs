@@ -66,7 +66,10 @@ pub struct Expansion {
     pub revision: u64,
     pub more_permissive: Vec<Move>,
     pub shadowed: Vec<Shadowed>,
+    /// Overlaps the previous revision did not have.
     pub overlaps: Vec<Overlap>,
+    /// Overlaps the previous revision already had (not listed again).
+    pub known_overlaps: usize,
 }
 
 impl Expansion {
@@ -148,6 +151,17 @@ pub fn expansion(old: Option<&TierMap>, new: &TierMap) -> Expansion {
             });
         }
     }
+    x.overlaps = overlaps(new);
+    if let Some(old) = old {
+        let before: Vec<(String, String)> = overlaps(old)
+            .into_iter()
+            .map(|o| (o.pattern, o.other))
+            .collect();
+        let all = x.overlaps.len();
+        x.overlaps
+            .retain(|o| !before.iter().any(|(p, q)| *p == o.pattern && *q == o.other));
+        x.known_overlaps = all - x.overlaps.len();
+    }
     for e in new.entries() {
         let mine = samples(e);
         let takers: Vec<&Entry> = mine
@@ -169,7 +183,16 @@ pub fn expansion(old: Option<&TierMap>, new: &TierMap) -> Expansion {
                 dead: by.tier == e.tier,
             });
         }
-        for other in new.entries() {
+    }
+    x
+}
+
+/// Pairs of entries of different tiers that match a common command.
+fn overlaps(map: &TierMap) -> Vec<Overlap> {
+    let mut out = Vec::new();
+    for e in map.entries() {
+        let mine = samples(e);
+        for other in map.entries() {
             if other.tier <= e.tier {
                 continue;
             }
@@ -179,7 +202,7 @@ pub fn expansion(old: Option<&TierMap>, new: &TierMap) -> Expansion {
                 matches(e, &argv) && matches(other, &argv)
             });
             if let Some(s) = common {
-                x.overlaps.push(Overlap {
+                out.push(Overlap {
                     pattern: e.pattern.as_str().to_owned(),
                     tier: e.tier,
                     line: e.line,
@@ -191,7 +214,7 @@ pub fn expansion(old: Option<&TierMap>, new: &TierMap) -> Expansion {
             }
         }
     }
-    x
+    out
 }
 
 /// The expansion in words, one line each (what `cmdgate tiermap sign` prints).
@@ -228,6 +251,12 @@ pub fn describe(x: &Expansion) -> Vec<String> {
         out.push(format!(
             "in two tiers: `{}` ({}, line {}) and `{}` ({}, line {}) both match `{}`; {} wins",
             o.pattern, o.tier, o.line, o.other, o.other_tier, o.other_line, o.example, o.other_tier
+        ));
+    }
+    if x.known_overlaps > 0 {
+        out.push(format!(
+            "({} pattern pairs in two tiers were already in the previous revision)",
+            x.known_overlaps
         ));
     }
     out

@@ -57,6 +57,7 @@ function wireCard(card) {
       if (r.ok) {
         closeCard(card, r.v.message, "answered");
         card.classList.add(b.dataset.act === "approve" ? "approved" : "rejected");
+        toast("#" + card.dataset.id + ": " + r.v.message);
       } else {
         closeCard(card, r.v.message || ("refused (" + r.status + ")"), "gone");
         toast(r.v.message, true);
