@@ -364,7 +364,6 @@ const CLONE_NS_MASK: u32 = (libc::CLONE_NEWNS
 /// The filter program. `network`: the run keeps the host network (then `sendto` with an address
 /// is not inspected). Notifications go to the run's pid 1, which reports and answers them.
 pub fn filter(network: bool) -> Vec<libc::sock_filter> {
-    let nr = |n: libc::c_long| n as u32;
     let mut p = vec![
         // Wrong architecture (e.g. the i386 entry points on x86_64) ⇒ kill: the numbers below
         // would mean other syscalls there.
@@ -380,51 +379,57 @@ pub fn filter(network: bool) -> Vec<libc::sock_filter> {
         p.push(ins(RET, 0, 0, ret_errno(libc::EPERM)));
     }
     for (n, _) in refused_syscalls() {
-        p.push(ins(JEQ, 0, 1, nr(n)));
-        p.push(ins(RET, 0, 0, RET_NOTIFY));
+        p.extend(on_syscall(n, &[ins(RET, 0, 0, RET_NOTIFY)]));
     }
     // Filesystem writes by path: noted by the supervisor, decided by the kernel.
     for wr in watched_writes() {
         match wr.flags_arg {
-            Some(arg) => p.extend([
-                ins(JEQ, 0, 4, nr(wr.nr)),
-                ins(LD_ABS, 0, 0, arg_lo(arg)),
-                ins(JSET, 0, 1, WRITE_OPEN_FLAGS),
-                ins(RET, 0, 0, RET_NOTIFY),
-                ins(RET, 0, 0, RET_ALLOW),
-            ]),
-            None => p.extend([ins(JEQ, 0, 1, nr(wr.nr)), ins(RET, 0, 0, RET_NOTIFY)]),
+            Some(arg) => p.extend(on_syscall(
+                wr.nr,
+                &[
+                    ins(LD_ABS, 0, 0, arg_lo(arg)),
+                    ins(JSET, 0, 1, WRITE_OPEN_FLAGS),
+                    ins(RET, 0, 0, RET_NOTIFY),
+                    ins(RET, 0, 0, RET_ALLOW),
+                ],
+            )),
+            None => p.extend(on_syscall(wr.nr, &[ins(RET, 0, 0, RET_NOTIFY)])),
         }
     }
     // clone3 passes its flags in memory the filter cannot read: make libc fall back to clone.
-    p.push(ins(JEQ, 0, 1, nr(libc::SYS_clone3)));
-    p.push(ins(RET, 0, 0, ret_errno(libc::ENOSYS)));
+    p.extend(on_syscall(
+        libc::SYS_clone3,
+        &[ins(RET, 0, 0, ret_errno(libc::ENOSYS))],
+    ));
     // Every connect goes to the supervisor: it decides by the socket's own domain (not by the
     // address in memory, which another thread could change), reports, and refuses what leaves.
-    p.push(ins(JEQ, 0, 1, nr(libc::SYS_connect)));
-    p.push(ins(RET, 0, 0, RET_NOTIFY));
+    p.extend(on_syscall(libc::SYS_connect, &[ins(RET, 0, 0, RET_NOTIFY)]));
     // clone(flags) with namespace flags.
-    p.extend([
-        ins(JEQ, 0, 4, nr(libc::SYS_clone)),
-        ins(LD_ABS, 0, 0, arg_lo(0)),
-        ins(JSET, 0, 1, CLONE_NS_MASK),
-        ins(RET, 0, 0, RET_NOTIFY),
-        ins(RET, 0, 0, RET_ALLOW),
-    ]);
+    p.extend(on_syscall(
+        libc::SYS_clone,
+        &[
+            ins(LD_ABS, 0, 0, arg_lo(0)),
+            ins(JSET, 0, 1, CLONE_NS_MASK),
+            ins(RET, 0, 0, RET_NOTIFY),
+            ins(RET, 0, 0, RET_ALLOW),
+        ],
+    ));
     // AF_UNIX datagram sockets can send to any socket path (even on a read-only mount, even to
     // the host's): refuse creating them. Stream/seqpacket ones can only reach a path via
     // connect, which the supervisor sees.
     for call in [libc::SYS_socket, libc::SYS_socketpair] {
-        p.extend([
-            ins(JEQ, 0, 7, nr(call)),
-            ins(LD_ABS, 0, 0, arg_lo(0)),
-            ins(JEQ, 0, 3, libc::AF_UNIX as u32),
-            ins(LD_ABS, 0, 0, arg_lo(1)),
-            ins(AND, 0, 0, 0xf),
-            ins(JEQ, 1, 0, libc::SOCK_DGRAM as u32),
-            ins(RET, 0, 0, RET_ALLOW),
-        ]);
-        p.push(ins(RET, 0, 0, ret_errno(libc::EPERM)));
+        p.extend(on_syscall(
+            call,
+            &[
+                ins(LD_ABS, 0, 0, arg_lo(0)),
+                ins(JEQ, 0, 3, libc::AF_UNIX as u32),
+                ins(LD_ABS, 0, 0, arg_lo(1)),
+                ins(AND, 0, 0, 0xf),
+                ins(JEQ, 1, 0, libc::SOCK_DGRAM as u32),
+                ins(RET, 0, 0, RET_ALLOW),
+                ins(RET, 0, 0, ret_errno(libc::EPERM)),
+            ],
+        ));
     }
     // mknod of a device node (FIFOs and sockets are fine).
     #[cfg(target_arch = "x86_64")]
@@ -432,30 +437,45 @@ pub fn filter(network: bool) -> Vec<libc::sock_filter> {
     #[cfg(not(target_arch = "x86_64"))]
     let mknods = [(libc::SYS_mknodat, 2u32)];
     for (call, mode_arg) in mknods {
-        p.extend([
-            ins(JEQ, 0, 6, nr(call)),
-            ins(LD_ABS, 0, 0, arg_lo(mode_arg)),
-            ins(AND, 0, 0, libc::S_IFMT),
-            ins(JEQ, 2, 0, libc::S_IFCHR),
-            ins(JEQ, 1, 0, libc::S_IFBLK),
-            ins(RET, 0, 0, RET_ALLOW),
-            ins(RET, 0, 0, RET_NOTIFY),
-        ]);
+        p.extend(on_syscall(
+            call,
+            &[
+                ins(LD_ABS, 0, 0, arg_lo(mode_arg)),
+                ins(AND, 0, 0, libc::S_IFMT),
+                ins(JEQ, 2, 0, libc::S_IFCHR),
+                ins(JEQ, 1, 0, libc::S_IFBLK),
+                ins(RET, 0, 0, RET_ALLOW),
+                ins(RET, 0, 0, RET_NOTIFY),
+            ],
+        ));
     }
     if !network {
         // sendto with a destination address (UDP without connect): reported and refused.
-        p.extend([
-            ins(JEQ, 0, 6, nr(libc::SYS_sendto)),
-            ins(LD_ABS, 0, 0, arg_lo(4)),
-            ins(JEQ, 0, 3, 0),
-            ins(LD_ABS, 0, 0, arg_hi(4)),
-            ins(JEQ, 0, 1, 0),
-            ins(RET, 0, 0, RET_ALLOW),
-            ins(RET, 0, 0, RET_NOTIFY),
-        ]);
+        p.extend(on_syscall(
+            libc::SYS_sendto,
+            &[
+                ins(LD_ABS, 0, 0, arg_lo(4)),
+                ins(JEQ, 0, 3, 0),
+                ins(LD_ABS, 0, 0, arg_hi(4)),
+                ins(JEQ, 0, 1, 0),
+                ins(RET, 0, 0, RET_ALLOW),
+                ins(RET, 0, 0, RET_NOTIFY),
+            ],
+        ));
     }
     p.push(ins(RET, 0, 0, RET_ALLOW));
     p
+}
+
+/// `if syscall == n { block }`, with the jump over the block counted rather than written by hand
+/// (the accumulator must hold the syscall number). Every block ends in a return, so falling out
+/// of it never happens; a block longer than a BPF jump can skip is a bug in this file.
+fn on_syscall(n: libc::c_long, block: &[libc::sock_filter]) -> Vec<libc::sock_filter> {
+    let skip = u8::try_from(block.len()).expect("a seccomp block longer than 255 instructions");
+    let mut out = Vec::with_capacity(block.len() + 1);
+    out.push(ins(JEQ, 0, skip, n as u32));
+    out.extend_from_slice(block);
+    out
 }
 
 /// Install the filter on this thread (inherited across fork and exec) and return the listener fd
