@@ -514,4 +514,16 @@ mod tests {
         let e = load(&[("CMDGATE_APPROVAL_MODE", "backgroud")], &[]).unwrap_err();
         assert!(e.contains("CMDGATE_APPROVAL_MODE"), "{e}");
     }
+
+    #[test]
+    fn reviewer_override_system_mode_reads_only_off() {
+        let on = [("CMDGATE_REVIEWER", "on")];
+        assert_eq!(load(&on, &[]).unwrap().reviewer, Some(ReviewerMode::On));
+        let system = load(&on, &["--system"]).unwrap();
+        assert_eq!(system.reviewer, None, "on loosens: ignored in system mode");
+        assert!(system.ignored_env.contains(&"CMDGATE_REVIEWER".to_owned()));
+        let off = load(&[("CMDGATE_REVIEWER", "off")], &["--system"]).unwrap();
+        assert_eq!(off.reviewer, Some(ReviewerMode::Off));
+        assert!(load(&[("CMDGATE_REVIEWER", "yes")], &[]).is_err());
+    }
 }

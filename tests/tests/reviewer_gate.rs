@@ -113,6 +113,9 @@ fn allow_once_runs_that_call_and_makes_no_rule() {
         note.contains("model fake-reviewer") && note.contains("evidence sha256:"),
         "{note}"
     );
+    assert!(note.contains("tokens prompt "), "{note}");
+    // docs/reviewer.md quotes this line (the fakes' counting: 4 bytes a token).
+    println!("reviewer call: {note}");
     // What the model saw: the user's own turn, the call, its classification; quoted.
     let seen = &fake.received()[0];
     assert!(seen.text.contains("please commit what we have"));

@@ -1,0 +1,237 @@
+//! The model reviewer with the real Claude Code CLI (scripted by the fake Messages API), the hook
+//! installed by `cmdgate hook install`, a real `cmdgated` whose reviewer is a local fake provider:
+//! a tier-2 command the reviewer allows once runs, and the same command in a new call is asked
+//! again; the user's own prompt reaches the reviewer from Claude Code's real transcript; a reviewer
+//! "ask" is Claude Code's prompt (a denial under `claude -p`) or, in background mode, a pending
+//! approval whose operator note the model reads in its next request.
+
+#[allow(dead_code)]
+mod daemon_common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cmdgate_tests::claude::Session;
+use cmdgate_tests::fake_api::{FakeApi, Step};
+use cmdgate_tests::fake_reviewer::{FakeReviewer, Reply};
+use daemon_common::Gate;
+use serde_json::Value;
+
+const KEY: &str = "fake-key-c0de";
+const PROMPT: &str = "please record an empty commit named reviewed";
+
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .stderr(Stdio::null())
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A daemon whose project is the session's workspace (signed starter map), with the fake as its
+/// reviewer, and the hook installed.
+fn world(fake: &FakeReviewer, extra: &str) -> (Gate, Session) {
+    let mut gate = Gate::new();
+    let mut session = Session::new();
+    let ws = session.workspace();
+    git(&ws, &["init", "-q", "."]);
+    std::fs::write(ws.join("tracked.txt"), "precious\n").unwrap();
+    gate.proj = ws.clone();
+    std::fs::write(
+        gate.conf.join("config.toml"),
+        format!(
+            "{extra}\n[reviewer]\nenabled = true\nprovider = \"openai\"\nbase_url = \"{}\"\n\
+             model = \"fake-reviewer\"\napi_key_env = \"CMDGATE_TEST_REVIEWER_KEY\"\nstream = true\n",
+            fake.openai_url()
+        ),
+    )
+    .unwrap();
+    gate.daemon_env
+        .push(("CMDGATE_TEST_REVIEWER_KEY".into(), KEY.into()));
+    gate.init_signed();
+    git(&ws, &["add", "tracked.txt", "CLAUDE_CMDS.md"]);
+    git(&ws, &["commit", "-qm", "init"]);
+    let install = gate.cli(&[
+        "hook",
+        "install",
+        "--project",
+        ws.to_str().unwrap(),
+        "--hook",
+        gate.hook.to_str().unwrap(),
+    ]);
+    assert!(
+        install.status.success(),
+        "hook install: {}",
+        install.stderr_text()
+    );
+    for (k, v) in [
+        ("CMDGATE_SOCKET", &gate.socket),
+        ("CMDGATE_CONFIG_DIR", &gate.conf),
+        ("CMDGATE_SPOOL_DIR", &gate.spool),
+    ] {
+        session.set_env(k, &v.display().to_string());
+    }
+    // The commits the agent makes need an identity (HOME is empty).
+    for k in ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"] {
+        session.set_env(k, "agent");
+    }
+    for k in ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"] {
+        session.set_env(k, "agent@example.invalid");
+    }
+    gate.start();
+    (gate, session)
+}
+
+fn commits(session: &Session) -> usize {
+    git(&session.workspace(), &["log", "--oneline"])
+        .lines()
+        .count()
+}
+
+#[test]
+fn a_tier2_command_allowed_once_runs_and_the_next_call_is_asked_again() {
+    let fake = FakeReviewer::start(
+        |_| Reply::Decision("allow-once", "the user asked for this commit".into()),
+        vec![KEY.into()],
+    );
+    let (gate, session) = world(&fake, "");
+    let cmd = "git commit --allow-empty -m reviewed";
+    let api = FakeApi::start(vec![Step::bash(cmd), Step::bash(cmd)]);
+    let run = session.run(&api, PROMPT);
+    println!("tool results:\n{}", api.transcript());
+    assert!(run.done.status.success(), "{}", run.done.stderr_text());
+    for turn in [0, 1] {
+        let r = api
+            .result_of(turn)
+            .unwrap_or_else(|| panic!("no result for turn {turn}"));
+        assert!(!r.is_error, "turn {turn}: {}", r.content);
+    }
+    assert_eq!(commits(&session), 3, "both commits ran");
+    // Each call was a question of its own: allow-once made no rule.
+    let questions = fake.received();
+    assert_eq!(questions.len(), 2, "asked again for the second call");
+    assert!(gate.cli_json(&["rules", "list", "--json"])["rules"]
+        .as_array()
+        .is_some_and(Vec::is_empty));
+    // The user's own prompt came from Claude Code's real transcript, quoted.
+    assert!(questions[0].text.contains(PROMPT), "{}", questions[0].text);
+    assert_eq!(
+        questions[0].header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    // The prefix (user turns, session rules) is byte-identical within the turn.
+    let user = |q: &cmdgate_tests::fake_reviewer::Received| {
+        q.body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (a, b) = (user(&questions[0]), user(&questions[1]));
+    let prefix = |t: &str| t[..t.find("<evidence name=\"tool_call\">").unwrap()].to_owned();
+    assert_eq!(prefix(&a), prefix(&b));
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[test]
+fn a_reviewer_ask_is_claude_codes_prompt_interactively() {
+    let fake = FakeReviewer::start(
+        |_| Reply::Decision("ask", "the user did not mention commits".into()),
+        vec![KEY.into()],
+    );
+    let (_gate, session) = world(&fake, "");
+    let api = FakeApi::start(vec![Step::bash("git commit --allow-empty -m nope")]);
+    let run = session.run(&api, "tidy up");
+    assert!(run.done.status.success(), "{}", run.done.stderr_text());
+    let r = api.result_of(0).expect("a result");
+    println!("{r:?}");
+    assert!(
+        r.content.contains("the user did not mention commits"),
+        "{}",
+        r.content
+    );
+    assert_eq!(commits(&session), 1, "nothing ran");
+    let denials = run.result["permission_denials"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(
+        denials, 1,
+        "under claude -p an ask is a denial: {}",
+        run.result
+    );
+}
+
+#[test]
+fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_reads() {
+    let fake = FakeReviewer::start(
+        |_| Reply::Decision("ask", "unsure".into()),
+        vec![KEY.into()],
+    );
+    let (gate, mut session) = world(
+        &fake,
+        "[approvals]\nmode = \"background\"\nwait_ms = 120000\n",
+    );
+    session.set_env("CMDGATE_HOOK_DEADLINE_MS", "150000");
+    let cmd = "git commit --allow-empty -m approved";
+    let api = FakeApi::start(vec![Step::bash(cmd), Step::Text("ok".into())]);
+    let note = "NOTE-7f3a: commits are fine on this branch";
+    let approver = std::thread::spawn({
+        let cmdgate = gate.cmdgate.clone();
+        let mut env_cmd = Command::new(&gate.cmdgate);
+        gate.env(&mut env_cmd);
+        let envs: Vec<(String, String)> = env_cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
+            .collect();
+        move || {
+            let started = Instant::now();
+            loop {
+                let out = Command::new(&cmdgate)
+                    .args(["pending", "--json"])
+                    .envs(envs.clone())
+                    .output()
+                    .unwrap();
+                let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+                if let Some(p) = list.as_array().and_then(|l| l.first()) {
+                    let id = p["id"].as_i64().unwrap().to_string();
+                    assert!(
+                        p["reason"].as_str().unwrap_or_default().contains("unsure"),
+                        "{p}"
+                    );
+                    let done = Command::new(&cmdgate)
+                        .args(["approve", &id, "--note", note])
+                        .envs(envs.clone())
+                        .output()
+                        .unwrap();
+                    assert!(
+                        done.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&done.stderr)
+                    );
+                    return;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(150),
+                    "never pending"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    });
+    let run = session.run(&api, PROMPT);
+    approver.join().unwrap();
+    println!("tool results:\n{}", api.transcript());
+    assert!(run.done.status.success(), "{}", run.done.stderr_text());
+    assert!(!api.result_of(0).unwrap().is_error);
+    assert_eq!(commits(&session), 2, "the approved commit ran");
+    // The note reached the model in the request after the call (as the hook's additionalContext).
+    let later = api.requests();
+    let last = later.last().unwrap().to_string();
+    assert!(
+        last.contains("NOTE-7f3a"),
+        "the note is not in the model's next request"
+    );
+}
