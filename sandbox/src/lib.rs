@@ -12,6 +12,11 @@
 //!                              helper: timeout, bounded output, effects diff of the upper dirs,
 //!                                      teardown ──▶ RawRun ──▶ run(): git tracked query, verdict
 //! ```
+//!
+//! A mirrored run (issue 19, [`mirror`]) is the same machinery as the real run: the command's
+//! output goes straight to the caller's pipes, the workspace's upper dir is kept on the
+//! workspace's mount ([`store`]), and [`commit`] applies it all-or-nothing (journal, `undo`,
+//! `recover`) or it is discarded.
 
 pub mod cgroup;
 pub mod commit;
