@@ -41,6 +41,9 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     /// More paths whose reads need a person (added to the built-in secret paths).
     pub secret_paths: Vec<String>,
+    /// Read packs switched off (`gh`, `kubectl`, `aws`, …; see docs/reads.md): their commands
+    /// are then not reads, here and in the hook registered by `cmdgate hook install`.
+    pub read_packs_off: Vec<String>,
     /// Where the hook spools local allows and undelivered outcomes (default: the hook's own lookup).
     pub spool_dir: Option<PathBuf>,
     pub breaker: BreakerConfig,
@@ -198,6 +201,11 @@ impl Default for SandboxConfig {
 }
 
 impl Config {
+    /// The read packs that are on: all but `read_packs_off`.
+    pub fn read_packs(&self) -> Result<cmdgate_policy::shell::read::PackSet, String> {
+        cmdgate_policy::shell::read::PackSet::all().without_named(&self.read_packs_off.join(","))
+    }
+
     /// Reads `path`; a missing file is the defaults.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         match std::fs::read_to_string(path) {
@@ -259,6 +267,9 @@ impl Config {
         }
         if self.sandbox.timeout_ms == 0 {
             p.push("sandbox.timeout_ms must be above 0".into());
+        }
+        if let Err(e) = self.read_packs() {
+            p.push(format!("read_packs_off: {e}"));
         }
         for s in &self.secret_paths {
             if !s.starts_with('/') && !s.starts_with("~/") {

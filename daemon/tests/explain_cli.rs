@@ -140,3 +140,34 @@ fn a_malformed_pinned_keys_file_is_read_only_with_the_reason() {
         "{v:#}"
     );
 }
+
+#[test]
+fn explain_names_the_read_pack_and_rule_and_honours_read_packs_off() {
+    let e = env();
+    let out = explain(&e, "kubectl get pods -n app | head -3; gh auth token");
+    let parts = out["parts"].as_array().expect("parts");
+    assert_eq!(parts[0]["read"], true, "{out:#}");
+    assert_eq!(parts[0]["read_pack"]["pack"], "kubectl", "{out:#}");
+    assert_eq!(parts[0]["read_pack"]["rule"], "kubectl get", "{out:#}");
+    assert!(parts[1]["read_pack"].is_null(), "{out:#}");
+    assert_eq!(parts[2]["read"], false, "{out:#}");
+    let why = parts[2]["not_read_because"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("reads a secret") && why.contains("read pack `gh`"),
+        "{why}"
+    );
+    // The operator's config switches a pack off.
+    std::fs::write(
+        e.config.join("config.toml"),
+        "read_packs_off = [\"kubectl\"]\n",
+    )
+    .unwrap();
+    let out = explain(&e, "kubectl get pods");
+    let why = out["parts"][0]["not_read_because"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        why.contains("read pack `kubectl` is switched off"),
+        "{out:#}"
+    );
+}

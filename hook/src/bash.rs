@@ -88,6 +88,8 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
     policy.cwd = Some(cwd.display().to_string());
     policy.project = Some(root_s.clone());
     policy.secrets = crate::secrets::policy_secrets(&home, &cfg.extra_secrets);
+    // The operator's switches, and the verified map's `read-packs-off:` for this project.
+    policy.packs = verified.map_or(cfg.read_packs, |v| v.map.read_packs(cfg.read_packs));
     // Whether tier 0 vouched for any command: only then is the map what makes it a read.
     let vouched = Cell::new(false);
     let tier0 = |argv: &[&str]| {

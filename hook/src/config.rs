@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use cmdgate_policy::locations::{Locations, Mode, SystemOverrides};
+use cmdgate_policy::shell::read::PackSet;
 use cmdgate_policy::wire::{ApprovalMode, ReviewerMode};
 
 /// Default internal deadline. It must stay below the `timeout` of the hook entry in Claude Code's
@@ -86,6 +87,9 @@ pub struct Config {
     /// cmdgate's own files (config, keys, store, sockets, Claude settings): a command naming one is
     /// on the catastrophic list, so the escape hatch never lifts it.
     pub own_paths: Vec<String>,
+    /// The read packs that are on: all, less `--read-packs-off` (from the operator's config, on
+    /// the registered command line) and `$CMDGATE_READ_PACKS_OFF`.
+    pub read_packs: PackSet,
 }
 
 fn nonempty(v: Option<OsString>) -> Option<OsString> {
@@ -119,6 +123,7 @@ impl Config {
         args: &[OsString],
     ) -> Result<Config, String> {
         let mut arg_deadline = None;
+        let mut read_packs = PackSet::all();
         let mut system = false;
         let mut overrides = SystemOverrides::default();
         let mut it = args.iter();
@@ -141,6 +146,10 @@ impl Config {
                     )?;
                 }
                 Some("--system") => system = true,
+                // Written by `cmdgate hook install` from the operator's `read_packs_off`.
+                Some("--read-packs-off") => {
+                    read_packs = read_packs.without_named(&value("--read-packs-off")?)?;
+                }
                 Some(flag @ ("--config-dir" | "--data-dir" | "--socket")) => {
                     let v = value(flag)?;
                     if !v.starts_with('/') {
@@ -156,7 +165,7 @@ impl Config {
                 _ => {
                     return Err(format!(
                         "unknown argument {arg:?} (the hook takes --system, --config-dir DIR, \
-                         --data-dir DIR, --socket PATH and --deadline-ms N)"
+                         --data-dir DIR, --socket PATH, --read-packs-off LIST and --deadline-ms N)"
                     ))
                 }
             }
@@ -300,6 +309,10 @@ impl Config {
                     .collect()
             })
             .unwrap_or_default();
+        // `CMDGATE_READ_PACKS_OFF` only switches packs off (it tightens), so every mode reads it.
+        if let Some(v) = nonempty(env("CMDGATE_READ_PACKS_OFF")) {
+            read_packs = read_packs.without_named(&v.to_string_lossy())?;
+        }
 
         Ok(Config {
             mode,
@@ -319,6 +332,7 @@ impl Config {
             home,
             extra_secrets,
             own_paths,
+            read_packs,
         })
     }
 }

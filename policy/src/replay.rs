@@ -198,6 +198,7 @@ mod tests {
             secrets,
             extension: None,
             listing: None,
+            packs: crate::shell::read::PackSet::all(),
         }));
         let ctx = |s: &'static Snapshot| Context {
             snapshot: s,

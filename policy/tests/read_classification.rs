@@ -799,3 +799,48 @@ fn globs_that_could_name_a_secret_are_judged_by_a_listing_of_their_directory() {
     // A glob no secret name can match needs no listing.
     assert_eq!(listed("cat *.rs", PROJECT, &[]), Ok(()));
 }
+
+#[test]
+fn an_unquoted_glob_that_matches_nothing_is_the_word_as_typed() {
+    // `grep -rn 'def add' --include=*.py .`: bash passes `--include=*.py` on when no file in the
+    // directory matches it (and drops it under nullglob: both forms must be reads).
+    let clean: &[&str] = &["src", "Cargo.toml", "README.md", "setup.py"];
+    let src: &[&str] = &["a.py"];
+    let sub = format!("{PROJECT}/src");
+    for cmd in [
+        "grep -rn 'def add' --include=*.py .",
+        "grep -rn 'def add' --include=*.py",
+        "grep -rn TODO --include=*.rs --exclude-dir=target src",
+        "grep -rn x --include=*.{rs,py} src",
+        "rg -n x --glob=*.py src",
+    ] {
+        if cmd.contains('{') {
+            // Brace expansion happens whatever matches: still a run-time word.
+            assert!(
+                listed(cmd, PROJECT, &[(PROJECT, clean), (&sub, src)]).is_err(),
+                "{cmd}"
+            );
+            continue;
+        }
+        assert_eq!(
+            listed(cmd, PROJECT, &[(PROJECT, clean), (&sub, src)]),
+            Ok(()),
+            "{cmd}"
+        );
+    }
+    // A file named like the option makes the word expand: not known before it runs.
+    let trap: &[&str] = &["src", "--include=evil.py"];
+    let why = listed("grep -rn x --include=*.py .", PROJECT, &[(PROJECT, trap)]).unwrap_err();
+    assert!(why.contains("only known at run time"), "{why}");
+    // A secret at the top of the searched directory still refuses the search.
+    let with_env: &[&str] = &["src", ".env"];
+    let why = listed(
+        "grep -rn x --include=*.py .",
+        PROJECT,
+        &[(PROJECT, with_env)],
+    )
+    .unwrap_err();
+    assert!(why.contains(".env"), "{why}");
+    // No listing: the word is unknown.
+    assert!(listed("grep -rn x --include=*.py .", PROJECT, &[]).is_err());
+}

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use cmdgate_policy::decide::{self, Context, Request, RuleSet, Step, Tool};
 use cmdgate_policy::locations::Locations;
-use cmdgate_policy::shell::{self, read::ReadPolicy, Analysis, Limits, Word};
+use cmdgate_policy::shell::read::{packs, PackSet, PackVerdict, ReadPolicy};
+use cmdgate_policy::shell::{self, Analysis, Limits, Word};
 use cmdgate_policy::tiermap::Snapshot;
 use serde_json::json;
 
@@ -52,6 +53,10 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let mut read_policy = ReadPolicy::new(&home);
     // As the daemon: a recursive search of the cwd / project root is judged by listing it.
     read_policy.listing = Some(&crate::engine::listing::list_dir);
+    // As the daemon: the operator's switched-off read packs.
+    if let Ok((config, _)) = crate::api::serve::load(None) {
+        read_policy.packs = config.read_packs().unwrap_or_else(|_| PackSet::none());
+    }
     let own = locations.own_paths(&home);
     let rules = RuleSet::default();
     let limits = Limits::default();
@@ -91,6 +96,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                     "wrappers": c.wrappers.iter().map(|w| w.iter().map(word_text).collect::<Vec<_>>()).collect::<Vec<_>>(),
                     "read": read.is_ok(),
                     "not_read_because": read.err(),
+                    "read_pack": read_pack(&c.argv),
                 })
             })
             .collect(),
@@ -160,7 +166,13 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             .filter_map(|v| v.as_str())
             .collect();
         let verdict = match p["not_read_because"].as_str() {
-            None => "read".to_owned(),
+            None => match (
+                p["read_pack"]["pack"].as_str(),
+                p["read_pack"]["rule"].as_str(),
+            ) {
+                (Some(pack), Some(rule)) => format!("read (read pack `{pack}`, rule `{rule}`)"),
+                _ => "read".to_owned(),
+            },
             Some(why) => format!("not a read: {why}"),
         };
         println!("part {:<3}  {:<40} {verdict}", i + 1, argv.join(" "));
@@ -205,6 +217,21 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The read pack covering a part and its rule (`kubectl`, `kubectl get`), when one does.
+fn read_pack(argv: &[Word]) -> serde_json::Value {
+    let texts: Vec<String> = argv.iter().map(word_text).collect();
+    let Some((name, args)) = texts.split_first() else {
+        return serde_json::Value::Null;
+    };
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let name = name.rsplit('/').next().unwrap_or(name);
+    match packs::judge(name, &args) {
+        Some((pack, PackVerdict::Read { rule })) => json!({"pack": pack.name(), "rule": rule}),
+        Some((pack, _)) => json!({"pack": pack.name(), "rule": null}),
+        None => serde_json::Value::Null,
+    }
 }
 
 fn word_text(w: &Word) -> String {

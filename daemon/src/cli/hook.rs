@@ -277,6 +277,14 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
     if let Some(ms) = deadline_ms {
         command.push_str(&format!(" --deadline-ms {ms}"));
     }
+    // The operator's switched-off read packs, so the hook refuses their commands as the daemon does.
+    let (config, _) = crate::api::serve::load(None).context("cannot read the operator's config")?;
+    if !config.read_packs_off.is_empty() {
+        command.push_str(&format!(
+            " --read-packs-off {}",
+            config.read_packs_off.join(",")
+        ));
+    }
     let path = if user {
         let home = std::env::var_os("HOME").context("HOME is not set")?;
         PathBuf::from(home).join(".claude/settings.json")

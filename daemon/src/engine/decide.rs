@@ -19,7 +19,7 @@ use cmdgate_policy::decide::{
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::locations::Locations;
 use cmdgate_policy::secrets::SecretPaths;
-use cmdgate_policy::shell::read::ReadPolicy;
+use cmdgate_policy::shell::read::{PackSet, ReadPolicy};
 use cmdgate_policy::shell::Limits;
 use cmdgate_policy::tiermap::Snapshot;
 use cmdgate_policy::time::UnixMillis;
@@ -126,6 +126,8 @@ pub(crate) struct Judge {
     /// cmdgate's own paths beyond `Locations::own_paths`: the spool in use, the binaries.
     pub(crate) extra_own: Vec<String>,
     pub(crate) extra_secrets: Vec<String>,
+    /// The read packs that are on (the operator's `read_packs_off` removed).
+    pub(crate) packs: PackSet,
 }
 
 /// Step 4: the policy's step, with every path the decision depends on resolved as the kernel
@@ -155,6 +157,7 @@ pub(crate) fn judge(j: Judge) -> (Step, String) {
         extension: None,
         // Lists the cwd / project root for a recursive search of it (only when asked).
         listing: Some(&crate::engine::listing::list_dir),
+        packs: j.packs,
     };
     let ctx = Context {
         snapshot: &j.snapshot,
@@ -313,6 +316,8 @@ impl Engine {
                 locations: self.paths.locations.clone(),
                 extra_own: own_extras(&self.paths),
                 extra_secrets: self.config.secret_paths.clone(),
+                // Validated when the config loaded; a bad list here switches every pack off.
+                packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
             };
             move || judge(j)
         })

@@ -12,7 +12,7 @@ use std::path::Path;
 use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::decide::{canonical_key, RuleKind};
 use cmdgate_policy::secrets::SecretPaths;
-use cmdgate_policy::shell::read::{classify, ReadPolicy, ReadVerdict};
+use cmdgate_policy::shell::read::{classify, PackSet, ReadPolicy, ReadVerdict};
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use serde::{Deserialize, Serialize};
 
@@ -21,7 +21,7 @@ use crate::clock;
 /// Whether the hook's built-in read list allows `script` locally (so the daemon never sees it).
 /// The secret paths are resolved against this process's home: a secret named by the agent's absolute
 /// home path may be judged a read here, which only refuses a rule, never allows a call.
-fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
+fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String], packs: PackSet) -> bool {
     let home = std::env::var("HOME").unwrap_or_else(|_| "/nonexistent".into());
     let policy = ReadPolicy {
         home: home.clone(),
@@ -30,6 +30,7 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String]) -> bool {
         secrets: SecretPaths::builtin(&home, extra_secrets),
         extension: None,
         listing: None,
+        packs,
     };
     classify(script, &policy) == ReadVerdict::PureRead
 }
@@ -169,7 +170,13 @@ impl Engine {
         }
         let key = match shell::analyze(&add.command, &Limits::default()) {
             Analysis::Parsed(script) => {
-                if add.kind != "approve" && is_fast_path_read(&script, &self.config.secret_paths) {
+                if add.kind != "approve"
+                    && is_fast_path_read(
+                        &script,
+                        &self.config.secret_paths,
+                        self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
+                    )
+                {
                     return Err(RuleError::Invalid(format!(
                             "`{}` is a read: the hook allows it locally without asking the daemon, so a {} rule \
                              would never match. To make reading a file need a person, add its path to \

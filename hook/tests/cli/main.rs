@@ -5,5 +5,6 @@ mod bash;
 mod common;
 mod failures;
 mod kernel_paths;
+mod packs;
 mod paths;
 mod secret_table;

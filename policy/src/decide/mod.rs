@@ -627,6 +627,11 @@ fn with_read_policy<R>(
         secrets: ctx.read_policy.secrets.clone(),
         extension: Some(&tier_zero),
         listing: ctx.read_policy.listing,
+        // A verified map may switch read packs off for its project (`read-packs-off:`).
+        packs: match ctx.snapshot {
+            Snapshot::Verified(v) => v.map.read_packs(ctx.read_policy.packs),
+            Snapshot::ReadOnly { .. } => ctx.read_policy.packs,
+        },
     };
     f(&policy)
 }

@@ -7,6 +7,7 @@
 use super::canonical::{body_len, is_trailer_like, lines};
 use super::pattern::Pattern;
 use super::{Diagnostic, Tier, FILE_NAME};
+use crate::shell::read::{Pack, PackSet};
 use std::collections::HashMap;
 use std::fmt;
 use std::time::Duration;
@@ -97,11 +98,21 @@ pub struct TierMap {
     pub project: Option<String>,
     /// `description:` from the front matter, informational.
     pub description: Option<String>,
+    /// `read-packs-off:` from the front matter: read packs (`gh`, `aws`, …) switched off in this
+    /// project; their commands are then not reads (docs/reads.md).
+    pub read_packs_off: Vec<Pack>,
     /// Every entry of every tier, in file order.
     entries: Vec<Entry>,
 }
 
 impl TierMap {
+    /// `packs` less the ones this map switches off.
+    pub fn read_packs(&self, packs: PackSet) -> PackSet {
+        self.read_packs_off
+            .iter()
+            .fold(packs, |acc, p| acc.without(*p))
+    }
+
     /// Every entry, in file order.
     pub fn entries(&self) -> &[Entry] {
         &self.entries
@@ -173,6 +184,7 @@ pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
                 revision,
                 project: front.project,
                 description: front.description,
+                read_packs_off: front.read_packs_off,
                 entries,
             };
             p.diags.extend(super::examples::check(&map));
@@ -194,6 +206,8 @@ struct FrontMatter {
     project: Option<String>,
     /// `description:`, informational.
     description: Option<String>,
+    /// `read-packs-off:`, the packs switched off.
+    read_packs_off: Vec<Pack>,
 }
 
 #[derive(Clone, Copy)]
@@ -324,10 +338,21 @@ impl Parser {
                 ),
                 "project" => fm.project = Some(value.to_owned()),
                 "description" => fm.description = Some(value.to_owned()),
+                "read-packs-off" => match PackSet::all().without_named(value) {
+                    Ok(on) => {
+                        fm.read_packs_off = Pack::ALL
+                            .iter()
+                            .copied()
+                            .filter(|p| !on.contains(*p))
+                            .collect();
+                    }
+                    Err(m) => self.err(ln, m),
+                },
                 _ => self.err(
                     ln,
                     format!(
-                        "unknown front-matter key `{key}` (known: revision, project, description)"
+                        "unknown front-matter key `{key}` (known: revision, project, description, \
+                         read-packs-off)"
                     ),
                 ),
             }

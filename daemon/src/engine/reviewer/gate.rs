@@ -349,6 +349,10 @@ impl Engine {
             locations: self.paths.locations.clone(),
             extra_own: own_extras(&self.paths),
             extra_secrets: self.config.secret_paths.clone(),
+            packs: self
+                .config
+                .read_packs()
+                .unwrap_or_else(|_| cmdgate_policy::shell::read::PackSet::none()),
         };
         let step = match tokio::task::spawn_blocking(move || judge(j).0).await {
             Ok(s) => s,

@@ -30,12 +30,14 @@
 mod awk;
 mod commands;
 mod env;
+pub mod packs;
 pub mod recursive;
 mod secrets;
 mod sed;
 
 use std::fmt;
 
+pub use packs::{Pack, PackSet, PackVerdict};
 pub use recursive::{DirListing, SearchSite, TreeRisk, MAX_LISTING};
 pub use secrets::SecretPaths;
 
@@ -68,8 +70,11 @@ pub struct ReadPolicy<'a> {
     /// Tier 0 of the verified tier map, if any.
     pub extension: Option<&'a dyn ReadExtension>,
     /// Lists the working directory or project root for a recursive search of it
-    /// ([`recursive`], rule 3); `None`: such a search is never a read.
+    /// ([`recursive`], rule 3), or the directory of a glob that could name a secret; `None`: such
+    /// a search or glob is never a read.
     pub listing: Option<&'a dyn DirListing>,
+    /// The read packs that are on ([`packs`]): remote and package CLIs' read-only forms.
+    pub packs: PackSet,
 }
 
 impl<'a> ReadPolicy<'a> {
@@ -82,6 +87,7 @@ impl<'a> ReadPolicy<'a> {
             secrets: SecretPaths::builtin::<&str>(home, &[]),
             extension: None,
             listing: None,
+            packs: PackSet::all(),
         }
     }
 }
@@ -126,6 +132,13 @@ pub enum NotReadReason {
     RedirectWrite { target: String },
     /// An argument or redirection names a secret path.
     SecretPath { command: String, path: String },
+    /// A read pack's form that prints a secret (`gh auth token`, `kubectl get secret -o yaml`,
+    /// `aws secretsmanager get-secret-value`).
+    SecretCommand {
+        pack: Pack,
+        command: String,
+        what: String,
+    },
     /// The command prints the environment, or a variable that looks like it holds a secret
     /// (`env`, `printenv`, `export -p`, `declare -x`, `set`, `ps e`, `echo $GITHUB_TOKEN`).
     EnvironmentDump { command: String, what: String },
@@ -146,6 +159,7 @@ impl NotReadReason {
             NotReadReason::SecretPath { .. }
                 | NotReadReason::RecursiveSecret { .. }
                 | NotReadReason::EnvironmentDump { .. }
+                | NotReadReason::SecretCommand { .. }
         )
     }
 }
@@ -191,6 +205,11 @@ impl fmt::Display for NotReadReason {
                     "`{command}` would read `{path}`, which is on the secret-path list"
                 )
             }
+            NotReadReason::SecretCommand {
+                pack,
+                command,
+                what,
+            } => write!(f, "`{command}` reads a secret ({what}; read pack `{pack}`)"),
             NotReadReason::EnvironmentDump { command, what } => write!(
                 f,
                 "`{command}` {what}; agents run with tokens in their environment"
@@ -322,6 +341,34 @@ enum PathArg {
 
 impl Ctx<'_, '_> {
     fn command(&mut self, cmd: &SimpleCommand) -> Result<(), NotReadReason> {
+        // An unquoted glob that matches nothing reaches the program as typed (`--include=*.py`):
+        // judge the command with the word as that text, and without it (under `nullglob` it
+        // vanishes); both must be reads.
+        if let Some(literal) = self.literal_globs(cmd) {
+            let mut as_text = cmd.clone();
+            let mut vanished = cmd.clone();
+            as_text.argv = cmd
+                .argv
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    if literal[i] {
+                        Word::Static(w.text().to_owned())
+                    } else {
+                        w.clone()
+                    }
+                })
+                .collect();
+            vanished.argv = cmd
+                .argv
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !literal[*i])
+                .map(|(_, w)| w.clone())
+                .collect();
+            self.command(&as_text)?;
+            return self.command(&vanished);
+        }
         for r in &cmd.redirects {
             self.redirect(cmd, r)?;
         }
@@ -377,6 +424,16 @@ impl Ctx<'_, '_> {
         if !path.contains('/') && self.script.functions.iter().any(|f| f == name) {
             return self.secret_args(name, args, Dyn::Globs);
         }
+        let texts: Vec<&str> = args.iter().map(Word::text).collect();
+        let pack = packs::judge(name, &texts);
+        // A secret form is never a read, whatever tier 0 says.
+        if let Some((p, PackVerdict::Secret { what })) = &pack {
+            return Err(NotReadReason::SecretCommand {
+                pack: *p,
+                command: format!("{name} {}", texts.join(" ")).trim_end().to_owned(),
+                what: what.clone(),
+            });
+        }
         if let Some(ext) = self.policy.extension {
             let statics: Option<Vec<&str>> = cmd.argv.iter().map(Word::as_static).collect();
             if let Some(statics) = statics {
@@ -385,6 +442,9 @@ impl Ctx<'_, '_> {
                     return self.recursive(name, args);
                 }
             }
+        }
+        if let Some((p, verdict)) = pack {
+            return self.pack_command(name, args, p, verdict);
         }
         let Some(rule) = commands::rule(name) else {
             return Err(NotReadReason::NotAReadCommand {
@@ -407,6 +467,49 @@ impl Ctx<'_, '_> {
         }
         self.secret_args(name, args, rule.dynamic)?;
         self.recursive(name, args)
+    }
+
+    /// A command a read pack covers: its verdict, then the dynamic-word and secret-path checks
+    /// every reader gets (a pack's command takes no run-time word: a glob can expand to a flag).
+    fn pack_command(
+        &self,
+        name: &str,
+        args: &[Word],
+        pack: Pack,
+        verdict: PackVerdict,
+    ) -> Result<(), NotReadReason> {
+        if !self.policy.packs.contains(pack) {
+            return Err(NotReadReason::NotAReadCommand {
+                command: format!("{name} (read pack `{pack}` is switched off)"),
+            });
+        }
+        match verdict {
+            PackVerdict::Read { .. } => {
+                if let Some(d) = args
+                    .iter()
+                    .find(|w| w.is_dynamic() && !is_process_substitution(w.text()))
+                {
+                    return Err(NotReadReason::DynamicArgument {
+                        command: name.to_owned(),
+                        argument: d.text().to_owned(),
+                    });
+                }
+                self.secret_args(name, args, Dyn::Never)
+            }
+            PackVerdict::NotRead { what } => Err(NotReadReason::NotAReadCommand {
+                command: format!("{what}; read pack `{pack}`"),
+            }),
+            PackVerdict::Unsafe { argument, why } => Err(NotReadReason::UnsafeArgument {
+                command: format!("{name} (read pack `{pack}`)"),
+                argument,
+                why,
+            }),
+            PackVerdict::Secret { what } => Err(NotReadReason::SecretCommand {
+                pack,
+                command: name.to_owned(),
+                what,
+            }),
+        }
     }
 
     /// A recursive content search: every place it searches is judged by [`recursive`]'s rule.
@@ -547,6 +650,71 @@ impl Ctx<'_, '_> {
             });
         }
         Ok(())
+    }
+
+    /// Which arguments are unquoted globs that match no entry of their directory (one listing
+    /// each), so bash passes them on as typed; `None` when there are none (or no listing).
+    fn literal_globs(&self, cmd: &SimpleCommand) -> Option<Vec<bool>> {
+        let listing = self.policy.listing?;
+        let mut any = false;
+        let mut out = vec![false; cmd.argv.len()];
+        for (i, w) in cmd.argv.iter().enumerate().skip(1) {
+            let Word::Dynamic(raw) = w else { continue };
+            let pure = raw.bytes().all(|c| {
+                c.is_ascii_alphanumeric()
+                    || matches!(
+                        c,
+                        b'/' | b'.'
+                            | b'_'
+                            | b'-'
+                            | b'+'
+                            | b'*'
+                            | b'?'
+                            | b','
+                            | b':'
+                            | b'='
+                            | b'%'
+                            | b'@'
+                    )
+            });
+            if !pure || !raw.contains(['*', '?']) || raw.starts_with('~') {
+                continue;
+            }
+            let (dir, last) = match raw.rsplit_once('/') {
+                Some((d, l)) => (d, l),
+                None => ("", raw.as_str()),
+            };
+            if dir.contains(['*', '?']) || last.is_empty() {
+                continue;
+            }
+            let dirs: Vec<String> = if raw.starts_with('/') {
+                vec![if dir.is_empty() {
+                    "/".to_owned()
+                } else {
+                    dir.to_owned()
+                }]
+            } else if self.cwds.is_empty() {
+                continue;
+            } else {
+                self.cwds
+                    .iter()
+                    .map(|c| match dir {
+                        "" => c.clone(),
+                        d => format!("{c}/{d}"),
+                    })
+                    .collect()
+            };
+            let matches_nothing = dirs.iter().all(|d| {
+                listing.list(d).is_some_and(|entries| {
+                    !entries.iter().any(|e| secrets::may_match(last, e, true))
+                })
+            });
+            if matches_nothing {
+                out[i] = true;
+                any = true;
+            }
+        }
+        any.then_some(out)
     }
 
     /// A glob argument that could match a secret name (`*.json` ⇒ `credentials.json`): does it,

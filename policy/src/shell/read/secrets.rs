@@ -18,6 +18,10 @@ pub struct SecretPaths {
     /// patterns): found anywhere inside an argument, it is a secret even when the argument is
     /// relative to a directory we do not know (`../.ssh/id_rsa`).
     tails: Vec<Vec<String>>,
+    /// Per tail: does it come from a `/…` pattern? Such a tail is only looked for in a relative
+    /// path from an unknown directory, or one that climbs (`../../etc/shadow`); a path known to be
+    /// elsewhere (`/home/me/proj/root`, or `root` in a known cwd) is judged by `anchored` alone.
+    rooted: Vec<bool>,
     /// File-name patterns matched against every component (lower case).
     names: Vec<String>,
     /// The same patterns sorted by shape, for the literal case on the hook's fast path.
@@ -71,6 +75,7 @@ impl SecretPaths {
         let mut out = SecretPaths {
             anchored: Vec::new(),
             tails: Vec::new(),
+            rooted: Vec::new(),
             names: Vec::new(),
             shapes: NameShapes::default(),
         };
@@ -83,9 +88,11 @@ impl SecretPaths {
                 full.extend(tail.iter().cloned());
                 out.anchored.push(full);
                 out.tails.push(tail);
+                out.rooted.push(false);
             } else if p.starts_with('/') {
                 let full = owned(p);
                 out.tails.push(full.clone());
+                out.rooted.push(true);
                 out.anchored.push(full);
             } else if !p.is_empty() {
                 let lower = p.to_ascii_lowercase();
@@ -112,7 +119,15 @@ impl SecretPaths {
         };
         let named = |comps: &[&str]| comps.iter().any(|c| self.name_matches(c, glob));
         let own = components(path);
-        if named(&own) || self.tails.iter().any(|t| contains_run(&own, t)) {
+        // A relative path that climbs (`../../etc/shadow`) may be meant from anywhere.
+        let unknown_base = !path.starts_with('/') && (cwds.is_empty() || own.contains(&".."));
+        if named(&own)
+            || self
+                .tails
+                .iter()
+                .zip(&self.rooted)
+                .any(|(t, rooted)| (!rooted || unknown_base) && contains_run(&own, t))
+        {
             return true;
         }
         let check = |abs: Vec<&str>| {
@@ -216,16 +231,22 @@ impl SecretPaths {
     /// The rest of every anchored secret path whose tail starts with the entry `name`: `[]` for
     /// `.ssh` (of `~/.ssh`), `["gh"]` for `.config` (of `~/.config/gh`). Case is ignored.
     pub fn tails_after<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s [String]> + 's {
-        self.tails.iter().filter_map(move |t| {
-            let (first, rest) = t.split_first()?;
-            (may_match(name, first, false)
-                || may_match(
-                    &name.to_ascii_lowercase(),
-                    &first.to_ascii_lowercase(),
-                    false,
-                ))
-            .then_some(rest)
-        })
+        // `/…` tails name one place, not a name found anywhere: the listed directory is not `/`
+        // (rule 1 refuses a search of any place above an anchored secret).
+        self.tails
+            .iter()
+            .zip(&self.rooted)
+            .filter(|(_, rooted)| !**rooted)
+            .filter_map(move |(t, _)| {
+                let (first, rest) = t.split_first()?;
+                (may_match(name, first, false)
+                    || may_match(
+                        &name.to_ascii_lowercase(),
+                        &first.to_ascii_lowercase(),
+                        false,
+                    ))
+                .then_some(rest)
+            })
     }
 }
 
