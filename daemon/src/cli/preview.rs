@@ -81,11 +81,11 @@ fn fixed() -> anyhow::Result<(Fixed, PathBuf, cmdgate_policy::locations::Locatio
     let (config, paths) = serve::load(None)?;
     let home = std::env::var("HOME").unwrap_or_else(|_| "/".into());
     let own = paths.locations.own_paths(&home);
-    Ok((
-        Fixed::new(home, own, &config.secret_paths),
-        paths.db.clone(),
-        paths.locations.clone(),
-    ))
+    let mut fixed = Fixed::new(home, own, &config.secret_paths);
+    fixed.packs = config
+        .read_packs()
+        .map_err(|e| anyhow::anyhow!("read_packs_off: {e}"))?;
+    Ok((fixed, paths.db.clone(), paths.locations.clone()))
 }
 
 fn open(db: &Path) -> anyhow::Result<rusqlite::Connection> {

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use cmdgate_policy::decide::{Context, Rule, RuleSet, Tool};
 use cmdgate_policy::replay::{self, Past, Report};
-use cmdgate_policy::shell::read::{ReadPolicy, SecretPaths};
+use cmdgate_policy::shell::read::{PackSet, ReadPolicy, SecretPaths};
 use cmdgate_policy::shell::Limits;
 use cmdgate_policy::tiermap::Snapshot;
 use rusqlite::Connection;
@@ -120,6 +120,8 @@ pub struct Fixed {
     pub home: String,
     pub own_paths: Vec<String>,
     pub extra_secrets: Vec<String>,
+    /// The read packs that are on (all, unless the caller narrows them to the operator's).
+    pub packs: PackSet,
 }
 
 impl Fixed {
@@ -128,6 +130,7 @@ impl Fixed {
             home,
             own_paths,
             extra_secrets: extra_secrets.to_vec(),
+            packs: PackSet::all(),
         }
     }
 }
@@ -165,6 +168,7 @@ pub fn preview(
         extension: None,
         // No IO: a recursive search is judged without a directory listing (the same on both sides).
         listing: None,
+        packs: fixed.packs,
     };
     let ctx = |snapshot, rules| Context {
         snapshot,
