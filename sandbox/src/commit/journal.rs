@@ -63,6 +63,10 @@ impl Op {
         }
     }
 
+    pub(crate) fn old_ino(&self) -> Option<u64> {
+        self.old
+    }
+
     fn rel(&self) -> PathBuf {
         unescape(&self.path).unwrap_or_default()
     }

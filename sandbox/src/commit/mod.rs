@@ -181,6 +181,23 @@ struct Planner<'a> {
     /// one replaced path).
     links: std::collections::HashMap<u64, (u64, u64, Option<PathBuf>)>,
     journal_bytes: u64,
+    /// Created names whose upper entry was copied up from a lower inode (`origin`): legitimate
+    /// only if that inode is one this plan also moves (the run renamed or linked it); otherwise
+    /// the host deleted it while the run ran, and the commit would resurrect it (a directory
+    /// with only the entries the run touched).
+    origins: Vec<(PathBuf, u64)>,
+}
+
+/// The lower inode number in an overlay `origin` xattr (`struct ovl_fb`: version, magic 0xfb,
+/// len, flags, fid type, 16-byte uuid, then the fid), for the fid types holding a 32-bit inode
+/// first (ext4, xfs: FILEID_INO32_GEN and _PARENT). `None` for other filesystems.
+fn origin_ino(value: &[u8]) -> Option<u64> {
+    const FID: usize = 5 + 16;
+    if value.get(1) != Some(&0xfb) || !matches!(value.get(4), Some(1 | 2)) {
+        return None;
+    }
+    let ino: [u8; 4] = value.get(FID..FID + 4)?.try_into().ok()?;
+    Some(u64::from(u32::from_ne_bytes(ino)))
 }
 
 fn newer(st: &FileStat, started: [i64; 2]) -> bool {
@@ -387,12 +404,33 @@ impl Planner<'_> {
                             }),
                         }
                     }
-                    if let Some(h) = &h {
-                        self.check_old(host, &name, h, &rel, true);
+                    match &h {
+                        Some(h) => self.check_old(host, &name, h, &rel, true),
+                        None => {
+                            let origin =
+                                fsx::xattr(&self.upper_root.join(&rel), "trusted.overlay.origin");
+                            if let Some(ino) = origin.as_deref().and_then(origin_ino) {
+                                self.origins.push((rel.clone(), ino));
+                            }
+                        }
                     }
                     self.ops
                         .push(Op::new(rel, Some(ust.st_ino), h.map(|h| h.st_ino), None));
                 }
+            }
+        }
+    }
+
+    /// Copied-up entries whose lower inode the plan does not move: deleted on the host.
+    fn deleted_on_host(&mut self) {
+        let moved: std::collections::HashSet<u64> =
+            self.ops.iter().filter_map(Op::old_ino).collect();
+        for (rel, ino) in std::mem::take(&mut self.origins) {
+            if !moved.contains(&ino) {
+                self.conflicts.push(Problem {
+                    path: rel,
+                    why: "deleted on the host while the run changed it".into(),
+                });
             }
         }
     }
@@ -442,9 +480,11 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
         refused: Vec::new(),
         links: Default::default(),
         journal_bytes: 0,
+        origins: Vec::new(),
     };
     planner.walk(&upper, &ws, Path::new(""));
     planner.split_links();
+    planner.deleted_on_host();
     let Planner {
         ops,
         conflicts,

@@ -413,3 +413,34 @@ fn an_undo_interrupted_by_a_crash_is_finished_by_recover() {
     assert_eq!(tree_hash(&env.ws), before);
     assert_eq!(commit::runs(&env.state)[0].state, JournalState::Undone);
 }
+
+#[test]
+fn a_directory_the_host_deleted_while_the_run_changed_it_is_not_resurrected() {
+    let env = Env::new();
+    env.write("d/f", "f\n");
+    env.write("d/g", "g\n");
+    env.write("a", "a\n");
+    env.write("l", "l\n");
+    // The run edits d/f, renames a file it changed, and hard-links one (both keep their origin).
+    let fin = run(&env, "echo more >> d/f && echo x >> a && mv a b && ln l l2");
+    // The host removes d entirely after the run started.
+    std::fs::remove_dir_all(env.ws.join("d")).unwrap();
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Conflict { problems, kept }) => {
+            let paths: Vec<_> = problems.iter().map(|p| p.path.clone()).collect();
+            assert_eq!(paths, [Path::new("d")], "{problems:?}");
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(!env.ws.join("d").exists());
+    // Without the host's deletion, the rename and the link commit.
+    let report = commit_ok(run(&env, "echo x >> a && mv a b && ln l l2"));
+    assert_eq!(read(&env, "b"), "a\nx\n");
+    assert!(!env.ws.join("a").exists());
+    assert_eq!(
+        std::fs::metadata(env.ws.join("l2")).unwrap().ino(),
+        std::fs::metadata(env.ws.join("l")).unwrap().ino()
+    );
+    assert!(!report.changes.is_empty());
+}
