@@ -34,7 +34,8 @@ fn kernel_paths_table_through_the_hook() {
         event["cwd"] = proj.display().to_string().into();
         let run = w.run(&serde_json::to_vec(&event).unwrap(), &[]);
         let (verdict, reason) = run.decision();
-        let local_read = case.verdict == "allow" && case.tool != "Write" && case.tool != "Edit";
+        let local_read = case.verdict == "allow"
+            && !["Write", "Edit", "MultiEdit", "NotebookEdit"].contains(&case.tool.as_str());
         let ok = if local_read {
             verdict == "allow"
         } else {

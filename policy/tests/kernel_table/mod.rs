@@ -28,6 +28,7 @@ impl Case {
         let key = match self.tool.as_str() {
             "Bash" => "command",
             "Grep" | "LS" | "Glob" => "path",
+            "NotebookEdit" => "notebook_path",
             _ => "file_path",
         };
         let mut v = serde_json::json!({ key: self.arg });
@@ -35,6 +36,8 @@ impl Case {
             "Grep" => v["pattern"] = "x".into(),
             "Glob" => v["pattern"] = "*".into(),
             "Write" => v["content"] = "x\n".into(),
+            "MultiEdit" => v["edits"] = serde_json::json!([{"old_string": "a", "new_string": "b"}]),
+            "NotebookEdit" => v["new_source"] = "x".into(),
             "Edit" => {
                 v["old_string"] = "a".into();
                 v["new_string"] = "b".into();
