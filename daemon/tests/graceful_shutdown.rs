@@ -1,5 +1,5 @@
 //! Graceful shutdown: the daemon's serve loop, in process on temp sockets, is asked to stop while a
-//! decision is in the middle of a test-run; that decision is still answered and its audit row is
+//! decision is in the middle of a test-run (a `direct` entry); that decision is still answered and its audit row is
 //! committed before `serve` returns, and the sockets are gone afterwards.
 
 use std::io::{Read, Write};
@@ -51,11 +51,16 @@ fn shutdown_finishes_the_in_flight_decision_and_commits_its_audit_row() {
     for d in [&conf, &data, &proj] {
         std::fs::create_dir_all(d).unwrap();
     }
-    // A signed map, so the command is test-run rather than refused as read-only.
+    // A signed map, so the command is test-run rather than refused as read-only; its entries are
+    // `direct`, so the decision itself test-runs (a mirrored run would only issue a ticket).
     let dev = cmdgate_daemon::signing::ensure_dev_key(&conf).unwrap();
     std::fs::write(
         proj.join("CLAUDE_CMDS.md"),
-        cmdgate_policy::tiermap::STARTER_MAP,
+        cmdgate_policy::tiermap::STARTER_MAP.replacen(
+            "- `cargo build *`",
+            "- `sleep *` — direct\n- `touch *` — direct\n- `cargo build *`",
+            1,
+        ),
     )
     .unwrap();
     let config = cmdgate_daemon::signing::SignConfig {

@@ -2,11 +2,12 @@
 //! for everything else, the escape hatch, and outcome reports for the Post events. Returns the answer
 //! and the spool entries to write after it; it never prints.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cmdgate_policy::decide::RuleRef;
 use cmdgate_policy::locations::Mode;
+use cmdgate_policy::wire::run::{client_command, RunTicket, CLIENT_NAME};
 use cmdgate_policy::wire::{
     DecideRequest, DecideResponse, HookEvent, OutcomeReport, Source, SpoolEntry, SpoolRecord,
     Verdict, DECIDE_PATH, MAX_ERROR_CHARS, MAX_RESPONSE_BYTES, OUTCOME_PATH, RECORD_PATH,
@@ -278,7 +279,86 @@ fn ask_daemon(
             )),
         ));
     }
-    render_decision(call, &decided)
+    match &decided.run {
+        Some(ticket) => render_run(call, &decided, ticket, client_path(), &cfg.socket),
+        None => render_decision(call, &decided),
+    }
+}
+
+/// Where `cmdgate-run` is: beside this hook's executable (the two are installed together).
+fn client_path() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the hook's own path: {e}"))?;
+    let client = exe
+        .parent()
+        .map(|d| d.join(CLIENT_NAME))
+        .ok_or_else(|| format!("the hook's path {} has no directory", exe.display()))?;
+    match std::fs::metadata(&client) {
+        Ok(m) if m.is_file() => Ok(client),
+        Ok(_) => Err(format!("{} is not a file", client.display())),
+        Err(e) => Err(format!(
+            "{CLIENT_NAME} is not installed beside the hook at {} ({e})",
+            client.display()
+        )),
+    }
+}
+
+/// The daemon runs this call in its mirror: allow Claude Code to run the client with the ticket
+/// instead of the command (every other field of the input kept; the hook's socket passed on, so
+/// the client reaches the daemon the hook asked whatever the shell's environment says). Without
+/// the client, deny: the command itself must never run on the host instead.
+pub fn render_run(
+    call: &HookCall,
+    d: &DecideResponse,
+    ticket: &RunTicket,
+    client: Result<PathBuf, String>,
+    socket: &Path,
+) -> Answer {
+    let client = match client {
+        Ok(c) => c,
+        Err(why) => {
+            return Answer::deny(format!(
+                "cmdgate denied {}: the daemon would run it in its mirror, but {why}. Nothing was \
+                 run; tell the user the cmdgate install is incomplete (`cmdgate doctor`).",
+                summary(call)
+            ))
+        }
+    };
+    let mut input = call.tool_input.clone();
+    let Some(obj) = input.as_object_mut() else {
+        return Answer::deny(format!(
+            "cmdgate denied {}: its tool input is not an object",
+            summary(call)
+        ));
+    };
+    obj.insert(
+        "command".into(),
+        Value::String(client_command(
+            &client.to_string_lossy(),
+            Some(&socket.to_string_lossy()),
+            ticket,
+        )),
+    );
+    let mut provenance = d.source.as_str().to_string();
+    if let Some(rule) = &d.rule {
+        provenance.push_str(&format!(", rule {rule}"));
+    }
+    if let Some(rev) = d.tiermap_revision {
+        provenance.push_str(&format!(", tier map revision {rev}"));
+    }
+    if let Some(id) = d.audit_id {
+        provenance.push_str(&format!(", audit #{id}"));
+    }
+    Answer::Rewrite {
+        reason: format!(
+            "cmdgate runs {} in its mirror of the workspace ({provenance}): the output and exit \
+             status are the command's; clean effects are committed to the workspace, anything else \
+             is rolled back and named. {}",
+            summary(call),
+            truncate(&d.reason, MAX_REASON_CHARS)
+        ),
+        updated_input: input,
+    }
 }
 
 /// Longest daemon reason passed on to the model, in characters.
@@ -514,6 +594,7 @@ mod tests {
                 tiermap_revision: None,
                 audit_id: Some(3),
                 context: None,
+                run: None,
             };
             render_decision(&call, &d).render().unwrap()
         };
@@ -524,6 +605,59 @@ mod tests {
         );
         let tier = answer("`make *`");
         assert!(tier.contains(", rule `make *`,"), "{tier}");
+    }
+
+    #[test]
+    fn a_run_rewrites_the_command_and_keeps_every_other_field() {
+        let call = crate::input::parse_call(
+            br#"{"session_id":"s","transcript_path":"/t","cwd":"/p","hook_event_name":"PreToolUse",
+                "tool_name":"Bash","tool_input":{"command":"cd sub && make","description":"build",
+                "timeout":9000,"run_in_background":false},"tool_use_id":"t1"}"#,
+        )
+        .unwrap();
+        let ticket = RunTicket {
+            ticket: cmdgate_policy::wire::run::ticket_from(&[5; 32]),
+            cd: Some("sub".into()),
+            command: "make".into(),
+            expires_in_ms: 60_000,
+        };
+        let d = DecideResponse {
+            v: WIRE_VERSION,
+            decision: Verdict::Ask,
+            reason: "tier 1".into(),
+            source: Source::Sandbox,
+            rule: None,
+            tiermap_revision: Some(4),
+            audit_id: Some(9),
+            context: None,
+            run: Some(ticket.clone()),
+        };
+        let sock = Path::new("/run/c.sock");
+        let client = || Ok(PathBuf::from("/opt/bin/cmdgate-run"));
+        let answer = render_run(&call, &d, &ticket, client(), sock);
+        let Answer::Rewrite {
+            updated_input,
+            reason,
+        } = &answer
+        else {
+            panic!("{answer:?}")
+        };
+        assert_eq!(
+            updated_input,
+            &serde_json::json!({"command": format!(
+                "cd sub && /opt/bin/cmdgate-run --socket /run/c.sock {}", ticket.ticket),
+                "description": "build", "timeout": 9000, "run_in_background": false})
+        );
+        assert!(reason.contains("in its mirror"), "{reason}");
+        let line = answer.render().unwrap();
+        assert!(line.contains("\"permissionDecision\":\"allow\""), "{line}");
+        assert!(line.contains("\"updatedInput\""), "{line}");
+        // No client: a deny, never the command itself.
+        let no_client = render_run(&call, &d, &ticket, Err("missing".into()), sock);
+        assert!(
+            matches!(&no_client, Answer::Decision { verdict: Verdict::Deny, reason, .. } if reason.contains("missing")),
+            "{no_client:?}"
+        );
     }
 
     #[test]

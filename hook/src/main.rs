@@ -63,9 +63,10 @@ fn main() -> ExitCode {
     match (wrote, &answer) {
         // stdout is gone: for a decision, exit 2 makes Claude Code block the call (stderr goes to
         // the model) instead of reading "no output" as "no decision".
-        (output::Emitted::Failed, Answer::Decision { .. } | Answer::StepAside { .. }) => {
-            ExitCode::from(2)
-        }
+        (
+            output::Emitted::Failed,
+            Answer::Decision { .. } | Answer::Rewrite { .. } | Answer::StepAside { .. },
+        ) => ExitCode::from(2),
         _ => ExitCode::SUCCESS,
     }
 }

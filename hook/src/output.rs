@@ -22,6 +22,14 @@ pub enum Answer {
         /// PreToolUse answer's `additionalContext` to the model; an allow's reason it does not).
         context: Option<String>,
     },
+    /// Allow, with the tool input replaced (`updatedInput`): a Bash call the daemon runs in its
+    /// mirror becomes `cmdgate-run TICKET`.
+    Rewrite {
+        /// `permissionDecisionReason`.
+        reason: String,
+        /// The whole new tool input (Claude Code replaces the input object with it).
+        updated_input: serde_json::Value,
+    },
     /// The escape hatch: no decision (Claude Code's own rules apply), but a loud message.
     StepAside { system_message: String },
     /// Post events: exit 0 with no output is "nothing to say".
@@ -63,6 +71,17 @@ impl Answer {
                 }
                 v
             }
+            Answer::Rewrite {
+                reason,
+                updated_input,
+            } => json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "allow",
+                    "permissionDecisionReason": reason,
+                    "updatedInput": updated_input,
+                }
+            }),
             Answer::StepAside { system_message } => json!({ "systemMessage": system_message }),
             Answer::Nothing => return None,
         };

@@ -60,6 +60,10 @@ pub fn main_with(
     let say = |sink: &mut dyn Sink, text: String| {
         let _ = sink.stderr(format!("cmdgate-run: {text}\n").as_bytes());
     };
+    let (socket_arg, args) = match args {
+        [flag, socket, rest @ ..] if flag == "--socket" => (Some(socket.clone()), rest),
+        _ => (None, args),
+    };
     let ticket = match args {
         [t] => match t.to_str() {
             Some(t) if is_ticket(t) => t.to_string(),
@@ -76,7 +80,8 @@ pub fn main_with(
         _ => {
             say(
                 sink,
-                "usage: cmdgate-run TICKET (the cmdgate hook writes this command; it is not run by hand)"
+                "usage: cmdgate-run [--socket PATH] TICKET (the cmdgate hook writes this command; \
+                 it is not run by hand)"
                     .into(),
             );
             return EXIT_REFUSED;
@@ -102,8 +107,14 @@ pub fn main_with(
         cwd,
         env: env_pairs,
     };
-    let locations = Locations::from_env(|k| env(k).and_then(|v| v.into_string().ok()));
-    match redeem(Path::new(&locations.socket), &request, sink) {
+    // The hook passes `--socket` when its socket is not what the environment says (system mode).
+    let socket = match socket_arg {
+        Some(s) => std::path::PathBuf::from(s),
+        None => std::path::PathBuf::from(
+            Locations::from_env(|k| env(k).and_then(|v| v.into_string().ok())).socket,
+        ),
+    };
+    match redeem(&socket, &request, sink) {
         Ok(end) => {
             if !end.message.is_empty() {
                 let _ = sink.stderr(format!("{}\n", end.message.trim_end()).as_bytes());

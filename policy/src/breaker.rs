@@ -86,6 +86,12 @@ pub enum Integrity {
     ReplayedMap,
     RefusedPeer,
     EscapeHatch,
+    /// A run ticket redeemed by another uid or from another directory than it was issued for
+    /// (a stolen or replayed ticket).
+    TicketMisuse,
+    /// A call the daemon routed through `cmdgate-run` was reported run without it: Claude Code
+    /// ignored the rewrite, so the original command ran on the host unjudged.
+    RewriteIgnored,
 }
 
 /// Where the breaker stands.

@@ -315,6 +315,11 @@ pub struct DecideResponse {
     /// approval. The hook passes it on as `additionalContext`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// Run the call in cmdgate's mirror through the `cmdgate-run` client with this ticket (see
+    /// [`run`]). `decision` is then `ask`: what a hook that does not know `run` falls back to, so
+    /// an older hook never runs the command on the host unjudged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<run::RunTicket>,
 }
 
 impl DecideResponse {
@@ -334,6 +339,7 @@ impl DecideResponse {
             tiermap_revision,
             audit_id,
             context: None,
+            run: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The circuit breaker and the learned allowlist end to end, beyond daemon_e2e.rs: a tripped
 //! breaker survives a restart and `breaker status` shows it, a session's breaker is reset alone;
-//! promotion after K = 3 clean test-runs and real successes (the next call is not test-run),
+//! promotion after K = 3 clean, successful mirrored runs (the next call of a command that runs
+//! nothing the agent wrote skips the mirror),
 //! demotion, provenance; a remembered rejection beats a learned entry; tier 3 is never learned or
 //! approved into an allow; nothing is learned while the breaker is open; a learned entry stays in
 //! its project; a map revision that reclassifies a command demotes its entry, one that does not
@@ -50,12 +51,30 @@ fn source_and_sandbox(g: &Gate, id: &str) -> (String, bool) {
     )
 }
 
-/// One clean test-run and one real success of `command` (with K = 1 this promotes it).
+/// One clean mirrored run of `command` that exits 0 (with K = 1 this promotes it); Claude Code's
+/// outcome reports the client it ran.
 fn earn(g: &Gate, id: &str, command: &str) {
-    let (d, reason) = g.pre(id, command);
-    assert_eq!(d, "allow", "{reason}");
+    let rewritten = g.pre_rewrite(id, command);
     assert_eq!(source_and_sandbox(g, id), ("sandbox".into(), true));
-    g.post(id, command, true);
+    let ran = g.shell(&rewritten);
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr_text());
+    g.post(id, &rewritten, true);
+}
+
+/// A mirrored run that is rolled back (a dirty run: the breaker counts it).
+fn dirty(g: &Gate, id: &str) {
+    let ran = g.shell(&g.pre_rewrite(id, "rm tracked.txt"));
+    assert_ne!(ran.status.code(), Some(0), "{}", ran.stderr_text());
+}
+
+/// The `run` row of a call.
+fn run_row_id(g: &Gate, id: &str) -> i64 {
+    g.audit("run")
+        .iter()
+        .find(|r| r["tool_use_id"] == id)
+        .unwrap_or_else(|| panic!("no run row for {id}"))["id"]
+        .as_i64()
+        .unwrap()
 }
 
 fn add_rule(g: &Gate, kind: &str, command: &str) {
@@ -89,9 +108,8 @@ fn a_tripped_breaker_survives_a_restart_shows_in_status_and_resets_by_session() 
     g.start();
     let before = session_breaker(&g, "sess-1");
     assert!(before.is_none(), "no breaker before any signal: {before:?}");
-    // A dirty test-run weighs 2: the session's breaker trips.
-    let (d, reason) = g.pre("dirty", "rm tracked.txt");
-    assert_eq!(d, "deny", "{reason}");
+    // A dirty (rolled-back) run weighs 2: the session's breaker trips.
+    dirty(&g, "dirty");
     let b = session_breaker(&g, "sess-1").expect("the tripped session is listed");
     assert_eq!(b["state"]["state"], "open", "{b}");
     assert_eq!(b["scope"], "session:sess-1", "{b}");
@@ -165,9 +183,10 @@ fn three_clean_runs_and_successes_promote_then_a_failure_demotes() {
         let id = format!("run-{i}");
         assert!(learned_rules(&g).is_empty(), "promoted before K: {i}");
         earn(&g, &id, BUILD);
-        decisions.push(g.decision_row(&id).unwrap()["id"].as_i64().unwrap());
+        decisions.push(run_row_id(&g, &id));
     }
-    // The K+1th call is allowed as learned, without a test-run.
+    // The K+1th call is allowed as learned, without the mirror: `mkdir` and `touch` of project
+    // paths run nothing the agent could have changed.
     let (d, reason) = g.pre("run-4", BUILD);
     assert_eq!(d, "allow", "{reason}");
     assert_eq!(
@@ -175,7 +194,7 @@ fn three_clean_runs_and_successes_promote_then_a_failure_demotes() {
         ("learned".into(), false),
         "the K+1th call must not be test-run: {reason}"
     );
-    // Provenance: the three clean test-runs and the three outcomes that earned it.
+    // Provenance: the three runs that earned it (each a clean run and a success).
     let learned = learned_rules(&g);
     assert_eq!(learned.len(), 1, "{learned:?}");
     let provenance: Vec<i64> = learned[0]["provenance"]
@@ -186,25 +205,19 @@ fn three_clean_runs_and_successes_promote_then_a_failure_demotes() {
         .collect();
     assert_eq!(provenance.len(), 6, "{provenance:?}");
     for id in &decisions {
-        assert!(provenance.contains(id), "{id} not in {provenance:?}");
+        assert_eq!(
+            provenance.iter().filter(|p| *p == id).count(),
+            2,
+            "{id} twice in {provenance:?}"
+        );
     }
-    let outcomes: Vec<i64> = g
-        .audit("outcome")
-        .iter()
-        .map(|r| r["id"].as_i64().unwrap())
-        .collect();
-    assert_eq!(
-        provenance.iter().filter(|p| outcomes.contains(p)).count(),
-        3,
-        "{provenance:?} / outcomes {outcomes:?}"
-    );
     let promoted = g.audit("learn");
     assert!(
         promoted.iter().any(|r| r["decision"] == "promoted"),
         "{promoted:?}"
     );
 
-    // The learned run fails for real: demoted, and the next call is test-run again.
+    // The learned run fails for real: demoted, and the next call runs in the mirror again.
     g.post("run-4", BUILD, false);
     let (d, reason) = g.pre("run-5", BUILD);
     assert_eq!(d, "allow", "{reason}");
@@ -276,16 +289,27 @@ fn nothing_is_learned_while_the_breaker_is_open() {
     config(&g, "[promotion]\nk = 1\n[breaker]\nthreshold = 2\n");
     g.init_signed();
     g.start();
-    let (d, reason) = g.pre("clean", BUILD);
-    assert_eq!(d, "allow", "{reason}");
-    // The breaker trips before the real run's outcome arrives.
-    let (d, _) = g.pre("dirty", "rm tracked.txt");
-    assert_eq!(d, "deny");
+    let clean = g.pre_rewrite("clean", BUILD);
+    // The breaker trips before the clean run is redeemed.
+    dirty(&g, "dirty");
     assert_eq!(
         session_breaker(&g, "sess-1").unwrap()["state"]["state"],
         "open"
     );
-    g.post("clean", BUILD, true);
+    // The ticket was issued before: it no longer runs.
+    let refused = g.shell(&clean);
+    assert_eq!(
+        refused.status.code(),
+        Some(126),
+        "{}",
+        refused.stderr_text()
+    );
+    assert!(
+        refused.stderr_text().contains("circuit breaker"),
+        "{}",
+        refused.stderr_text()
+    );
+    assert!(!g.proj.join("build").exists());
     assert!(learned_rules(&g).is_empty(), "{:?}", learned_rules(&g));
     g.cli_json(&["breaker", "reset", "--json"]);
     let (d, reason) = g.pre("after", BUILD);

@@ -108,18 +108,20 @@ fn sixty_four_concurrent_hooks_are_all_answered_and_audited() {
             .find(|r| r["tool_use_id"] == id.as_str())
             .unwrap_or_else(|| panic!("{id} is not audited"));
         assert_eq!(row["id"].as_i64(), Some(aid));
-        assert_eq!(row["decision"], decision.as_str());
+        // An allow here is the rewrite into a mirrored run (audited as `run`).
+        let audited = if decision == "allow" { "run" } else { decision };
+        assert_eq!(row["decision"], audited);
     }
     assert_eq!(
         got.iter().filter(|a| a.1 == "allow").count(),
         CALLS,
-        "every call is a clean test-run: {got:?}"
+        "every call is routed to a mirrored run: {got:?}"
     );
     let report = g.verify();
     assert!(report["broken"].is_null(), "{report}");
     assert!(
         !g.proj.join("file0.txt").exists(),
-        "a test-run touched the workspace"
+        "nothing ran before a client redeemed its ticket"
     );
 }
 

@@ -16,15 +16,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmdgate_tests::desktop::Desktop;
-use daemon_common::{audit_id, Gate};
+use daemon_common::Gate;
 use serde_json::Value;
 
 /// A tier-2 command of the starter map: it needs a person.
 const ASKS: &str = "git commit --allow-empty -m x";
-/// Denied after a dirty test-run, which weighs 2: with `threshold = 2` it trips the breaker.
-const DENIED: &str = "rm tracked.txt";
+/// Rolled back after its run in the mirror (a dirty run), which weighs 2: with `threshold = 2`
+/// it trips the breaker.
+const DIRTY: &str = "rm tracked.txt";
 /// Far above anything a working gate needs; only a hang reaches it.
 const HANG_BOUND: Duration = Duration::from_secs(30);
+
+/// A mirrored run of [`DIRTY`] to its end, through the hook and `cmdgate-run`: its exit status
+/// and the client's stderr (the daemon's rollback line).
+fn dirty_run(g: &Gate, tool_use_id: &str) -> (Option<i32>, String) {
+    let done = g.shell(&g.pre_rewrite(tool_use_id, DIRTY));
+    (done.status.code(), done.stderr_text())
+}
 
 /// A gate whose daemon talks to `desktop`'s bus, with `config` as its config.toml.
 fn gate_on(desktop: &Desktop, config: &str) -> Gate {
@@ -139,8 +147,9 @@ fn a_held_request_is_announced_with_its_pending_id() {
 fn a_breaker_trip_is_announced() {
     let desktop = Desktop::start();
     let g = gate_on(&desktop, "[breaker]\nthreshold = 2\n");
-    let (d, reason) = g.pre("t-1", DENIED);
-    assert_eq!(d, "deny", "{reason}");
+    let (code, err) = dirty_run(&g, "t-1");
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("cmdgate rolled back"), "{err}");
     let (d, reason) = g.pre("t-2", "touch ok.txt");
     assert_eq!(d, "deny", "{reason}");
     assert!(reason.contains("circuit breaker"), "{reason}");
@@ -176,16 +185,20 @@ fn a_hung_notification_server_delays_no_decision() {
     // An allow can only come from the person's answer (a hook deadline would deny).
     assert_eq!(d, "allow", "{reason}");
 
-    // Denials are still decided by the daemon, and the breaker still trips.
+    // Runs are still judged by the daemon, and the breaker still trips.
     let deny = |tool_use_id: String, command: &'static str| {
         let g = g.clone();
         bounded(&tool_use_id.clone(), move || g.pre(&tool_use_id, command))
     };
-    let (d, reason) = deny("h-2".into(), DENIED);
-    assert_eq!(d, "deny", "{reason}");
+    let dirty = |tool_use_id: String| {
+        let g = g.clone();
+        bounded(&tool_use_id.clone(), move || dirty_run(&g, &tool_use_id))
+    };
+    let (code, err) = dirty("h-2".into());
+    assert_ne!(code, Some(0), "{err}");
     assert!(
-        audit_id(&reason).is_some(),
-        "decided by the daemon: {reason}"
+        err.contains("cmdgate rolled back"),
+        "judged by the daemon: {err}"
     );
     let (d, reason) = deny("h-3".into(), "touch ok.txt");
     assert_eq!(d, "deny", "{reason}");
@@ -213,8 +226,8 @@ fn a_hung_notification_server_delays_no_decision() {
         let reset = g.cli_json(&["breaker", "reset", "--json"]);
         assert!(reset["reset"].is_array(), "{reset}");
         round += 1;
-        let (d, reason) = deny(format!("h-again-{round}"), DENIED);
-        assert_eq!(d, "deny", "{reason}");
+        let (code, err) = dirty(format!("h-again-{round}"));
+        assert_ne!(code, Some(0), "{err}");
     }
     // The fresh worker's call crossed the bus: a second Notify call after the stuck one.
     let started = Instant::now();

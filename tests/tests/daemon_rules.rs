@@ -343,9 +343,11 @@ fn a_learned_promotion_raises_the_revision_and_shows_its_sources_and_matches() {
     g.start();
     let before = revision(&g);
     let command = "mkdir -p build && touch build/stamp";
-    let (d, reason) = g.pre("first", command);
-    assert_eq!(d, "allow", "{reason}");
-    g.post("first", command, true);
+    // One clean mirrored run that exits 0 earns it (k = 1).
+    let rewritten = g.pre_rewrite("first", command);
+    let ran = g.shell(&rewritten);
+    assert_eq!(ran.status.code(), Some(0), "{}", ran.stderr_text());
+    g.post("first", &rewritten, true);
     let (d, reason) = g.pre("second", command);
     assert_eq!(d, "allow", "{reason}");
     let listed = g.cli_json(&["rules", "list", "--json"]);
@@ -362,15 +364,15 @@ fn a_learned_promotion_raises_the_revision_and_shows_its_sources_and_matches() {
     );
     let id = learned["id"].as_i64().unwrap();
     let shown = g.cli_json(&["rules", "show", &id.to_string(), "--json"]);
-    let first = g.decision_row("first").unwrap();
+    let first = g
+        .audit("run")
+        .into_iter()
+        .find(|r| r["tool_use_id"] == "first")
+        .expect("the run row");
     let sources = shown["sources"].as_array().unwrap();
     assert!(
         sources.iter().any(|r| r["id"] == first["id"]),
-        "the clean test-run that earned it is a source: {shown}"
-    );
-    assert!(
-        sources.iter().any(|r| r["kind"] == "outcome"),
-        "so is the real run's outcome: {shown}"
+        "the clean, successful mirrored run that earned it is a source: {shown}"
     );
     let matched = shown["matched"].as_array().unwrap();
     assert_eq!(matched.len(), 1, "{shown}");

@@ -1,6 +1,6 @@
 //! The mission end to end (issue 7): the real Claude Code CLI, scripted by the fake Messages API, with
 //! the hook registered by `cmdgate hook install`, a real `cmdgated` on temp sockets, the real sandbox
-//! for test-runs and a signed tier map. Each test prints what Claude Code did and what the audit says.
+//! for mirrored runs and a signed tier map. Each test prints what Claude Code did and what the audit says.
 
 #[allow(dead_code)]
 mod daemon_common;
@@ -127,8 +127,19 @@ fn denials(run: &ClaudeRun) -> usize {
         .map_or(0, Vec::len)
 }
 
+/// The newest `run` row of a tool call.
+fn run_row(w: &World, turn: usize) -> Value {
+    let id = tool_use_id(turn);
+    w.gate
+        .audit("run")
+        .into_iter()
+        .filter(|r| r["tool_use_id"] == id)
+        .max_by_key(|r| r["id"].as_i64())
+        .unwrap_or_else(|| panic!("no run row for turn {turn}"))
+}
+
 #[test]
-fn a_tier_1_command_is_test_run_then_runs_for_real_and_its_outcome_is_audited() {
+fn a_tier_1_command_runs_once_in_the_mirror_its_effects_land_and_its_outcome_is_audited() {
     let w = world("");
     let command = "mkdir -p target && echo built > target/out.txt";
     let api = FakeApi::start(vec![Step::bash(command)]);
@@ -139,45 +150,47 @@ fn a_tier_1_command_is_test_run_then_runs_for_real_and_its_outcome_is_audited() 
     assert_eq!(
         std::fs::read_to_string(w.ws("target/out.txt")).unwrap(),
         "built\n",
-        "the allowed command ran for real"
+        "the clean run's effects were committed"
     );
     assert_eq!(denials(&run), 0, "{}", run.result);
 
     let row = w.row(0);
-    assert_eq!(row["decision"], "allow", "{row}");
+    assert_eq!(row["decision"], "run", "{row}");
     assert_eq!(row["source"], "sandbox", "{row}");
-    let sandbox: Value = serde_json::from_str(row["sandbox"].as_str().unwrap()).unwrap();
-    assert_eq!(sandbox["clean"], true, "{sandbox}");
+    let ran = run_row(&w, 0);
+    assert_eq!(ran["decision"], "committed", "{ran}");
     let show = w.show_with_outcome(&row["id"]);
     println!("audit show: {show}");
     let outcome = &show["outcomes"][0];
     assert_eq!(outcome["success"], true, "{show}");
     assert_eq!(outcome["tool_use_id"], tool_use_id(0), "{show}");
+    assert!(
+        w.gate.audit("integrity").is_empty(),
+        "Claude Code ran the client it was given"
+    );
     assert!(w.gate.verify()["broken"].is_null());
 }
 
 #[test]
-fn a_destructive_command_is_denied_the_file_survives_and_the_model_is_told_why() {
+fn a_destructive_command_is_rolled_back_the_file_survives_and_the_model_is_told_why() {
     let w = world("");
     let api = FakeApi::start(vec![Step::bash("rm tracked.txt")]);
     let run = w.claude(&api, "remove tracked.txt", &[]);
 
     let r = api.result_of(0).expect("a result for the rm");
     assert!(r.is_error, "{r:?}");
-    let row = w.row(0);
-    assert_eq!(row["decision"], "deny", "{row}");
     assert!(
-        r.content.contains("cmdgate denied `rm tracked.txt`")
-            && r.content.contains("tracked.txt")
-            && r.content.contains(&format!("audit #{}", row["id"])),
-        "the model sees the reason and the audit id: {r:?}"
+        r.content.contains("cmdgate rolled back `rm tracked.txt`")
+            && r.content.contains("tracked.txt"),
+        "the model sees what was refused and why: {r:?}"
     );
     assert_eq!(
         std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
         "precious\n",
         "the file survives"
     );
-    assert_eq!(denials(&run), 1, "{}", run.result);
+    assert_eq!(run_row(&w, 0)["decision"], "rolled_back");
+    assert_eq!(denials(&run), 0, "{}", run.result);
 }
 
 #[test]
@@ -196,17 +209,20 @@ fn k_clean_runs_promote_a_command_and_the_next_run_skips_the_test_run() {
         assert!(!r.is_error, "{r:?}");
     }
     assert!(w.ws("build/stamp").exists(), "the command ran for real");
-    let sources: Vec<Value> = (0..3)
+    let decided: Vec<(Value, Value)> = (0..3)
         .map(|t| {
             let row = w.row(t);
-            assert_eq!(row["decision"], "allow", "{row}");
-            row["source"].clone()
+            (row["decision"].clone(), row["source"].clone())
         })
         .collect();
     assert_eq!(
-        sources,
-        ["sandbox", "sandbox", "learned"],
-        "two clean test-runs and two successful runs promote it"
+        decided,
+        [
+            ("run".into(), "sandbox".into()),
+            ("run".into(), "sandbox".into()),
+            ("allow".into(), "learned".into())
+        ],
+        "two clean, successful mirrored runs promote it; mkdir/touch then run on the host"
     );
     let learn = w.gate.audit("learn");
     println!("learn rows: {learn:?}");
@@ -228,10 +244,11 @@ fn a_burst_of_denials_trips_the_breaker_reads_still_run_and_reset_restores() {
         Step::bash("touch ok.txt"),
     ]);
     let run = w.claude(&api, "clean up", &["--session-id", session_id]);
-    assert_eq!(denials(&run), 2, "{}", run.result);
+    assert_eq!(denials(&run), 1, "{}", run.result);
 
+    // Rolled back in the mirror: a dirty run, which trips the breaker at threshold 2.
     let rm = api.result_of(0).expect("rm result");
-    assert!(rm.is_error, "{rm:?}");
+    assert!(rm.is_error && rm.content.contains("rolled back"), "{rm:?}");
     let touch = api.result_of(1).expect("touch result");
     assert!(
         touch.is_error && touch.content.contains("circuit breaker"),
@@ -261,7 +278,7 @@ fn a_burst_of_denials_trips_the_breaker_reads_still_run_and_reset_restores() {
     let again = api.result_of(4).expect("touch result after the reset");
     assert!(!again.is_error, "{again:?}");
     assert!(w.ws("ok.txt").exists(), "allowed after the reset");
-    assert_eq!(w.row(4)["decision"], "allow");
+    assert_eq!(w.row(4)["decision"], "run");
     let breaker_rows = w.gate.audit("breaker");
     println!("breaker rows: {breaker_rows:?}");
     assert!(breaker_rows.len() >= 2, "trip and reset are audited");
@@ -290,11 +307,11 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
     let append = api.result_of(1).expect("append result");
     assert!(
         append.is_error
-            && append.content.contains("cmdgate denied")
+            && append.content.contains("cmdgate rolled back")
             && append.content.contains("CLAUDE_CMDS.md"),
         "{append:?}"
     );
-    assert_eq!(denials(&run), 2, "{}", run.result);
+    assert_eq!(denials(&run), 1, "{}", run.result);
     assert_eq!(
         std::fs::read_to_string(&map).unwrap(),
         signed,
@@ -364,30 +381,31 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
     assert!(!touch.is_error, "{touch:?}");
     assert!(w.ws("after-resign.txt").exists());
     let row = w.row(0);
-    assert_eq!(row["decision"], "allow", "{row}");
+    assert_eq!(row["decision"], "run", "{row}");
     assert_eq!(row["tiermap_revision"], 2, "{row}");
 }
 
 #[test]
-fn the_same_denial_holds_in_every_permission_mode() {
+fn the_same_rollback_holds_in_every_permission_mode() {
     let w = world("");
     for mode in ["default", "acceptEdits", "bypassPermissions"] {
         let api = FakeApi::start(vec![Step::bash("rm tracked.txt")]);
         let run = w.claude(&api, mode, &["--permission-mode", mode]);
         let r = api.result_of(0).expect("a result for the rm");
         assert!(
-            r.is_error && r.content.contains("cmdgate denied `rm tracked.txt`"),
+            r.is_error && r.content.contains("cmdgate rolled back `rm tracked.txt`"),
             "{mode}: {r:?}"
         );
-        assert_eq!(denials(&run), 1, "{mode}: {}", run.result);
+        assert_eq!(denials(&run), 0, "{mode}: {}", run.result);
         assert_eq!(
             std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
             "precious\n",
             "{mode}: the file survives"
         );
         let last = w.row(0);
-        assert_eq!(last["decision"], "deny", "{mode}: {last}");
+        assert_eq!(last["decision"], "run", "{mode}: {last}");
         assert_eq!(last["permission_mode"], mode, "{mode}: {last}");
+        assert_eq!(run_row(&w, 0)["decision"], "rolled_back", "{mode}");
     }
 }
 

@@ -2,11 +2,13 @@
 //! result (or error) becomes an HTTP answer here — the one place that knows status codes.
 
 use crate::api::routes::Rejection;
+use crate::api::stream::Streamed;
 use crate::api::types::{
     AuditShown, BreakerReset, ErrorReply, Health, PendingAnswer, ResetBreaker, RulesList,
 };
 use crate::api::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::engine::approvals::AnswerError;
+use crate::engine::redeem::{RedeemError, UndoError};
 use crate::engine::rules_admin::{NewRuleRequest, RuleError};
 use crate::engine::Engine;
 use crate::store::audit;
@@ -85,6 +87,12 @@ impl Handler for Engine {
                 Err(e) => internal(e),
             },
             (Role::Agent, ApiRequest::Health) => health(),
+            (Role::Agent, ApiRequest::Run(req)) => match self.redeem(peer, *req).await {
+                Ok(rx) => ApiResponse::stream(Streamed::new(rx)),
+                Err(e @ RedeemError::Refused(_)) => ApiResponse::error(403, &e.to_string()),
+                Err(e @ RedeemError::Unavailable(_)) => ApiResponse::error(503, &e.to_string()),
+                Err(RedeemError::Store(e)) => internal(e),
+            },
             (Role::Agent, other) => {
                 ApiResponse::error(404, &format!("{other:?} is not served on the agent socket"))
             }
@@ -183,7 +191,27 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
             Err(e) => internal(e),
         },
         ApiRequest::Health => health(),
-        ApiRequest::Decide(_) | ApiRequest::Outcome(_) => {
+        ApiRequest::Runs => match engine.runs_list(200).await {
+            Ok(v) => ApiResponse::json(200, &v),
+            Err(e) => internal(e),
+        },
+        ApiRequest::RunShow(id) => match engine.runs_list(10_000).await {
+            Ok(serde_json::Value::Array(runs)) => {
+                match runs.into_iter().find(|r| r["run_id"] == id.as_str()) {
+                    Some(run) => ApiResponse::json(200, &run),
+                    None => ApiResponse::error(404, &format!("no run {id}")),
+                }
+            }
+            Ok(_) => ApiResponse::error(500, "runs are not a list"),
+            Err(e) => internal(e),
+        },
+        ApiRequest::Undo(id) => match engine.undo_run(id).await {
+            Ok(v) => ApiResponse::json(200, &v),
+            Err(e @ UndoError::NotFound(_)) => ApiResponse::error(404, &e.to_string()),
+            Err(e @ UndoError::Refused(_)) => ApiResponse::error(409, &e.to_string()),
+            Err(UndoError::Store(e)) => internal(e),
+        },
+        ApiRequest::Decide(_) | ApiRequest::Outcome(_) | ApiRequest::Run(_) => {
             ApiResponse::error(404, "not on the admin socket")
         }
         // Answered by `console::WithConsole` in front of the engine when the console runs.

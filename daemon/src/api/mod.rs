@@ -10,6 +10,7 @@ mod handler;
 pub mod listen;
 pub mod routes;
 pub mod serve;
+pub mod stream;
 pub mod types;
 
 use std::convert::Infallible;
@@ -17,7 +18,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Either, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -166,7 +167,7 @@ async fn answer<H: Handler>(
     peer: Peer,
     handler: &H,
     req: Request<Incoming>,
-) -> Response<Full<Bytes>> {
+) -> Response<Reply> {
     let method = req.method().as_str().to_owned();
     let path = req.uri().path().to_owned();
     let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
@@ -186,15 +187,25 @@ async fn answer<H: Handler>(
     to_hyper(response)
 }
 
-fn to_hyper(r: ApiResponse) -> Response<Full<Bytes>> {
+/// A whole body, or a stream of frames (a mirrored run).
+type Reply = Either<Full<Bytes>, stream::ChannelBody>;
+
+fn to_hyper(r: ApiResponse) -> Response<Reply> {
     let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut builder = Response::builder().status(status);
-    if r.body.is_some() {
-        builder = builder.header("content-type", "application/json");
-    }
-    let body = Full::new(Bytes::from(r.body.unwrap_or_default()));
+    let body = match (r.stream, r.body) {
+        (Some(stream), _) => {
+            builder = builder.header("content-type", cmdgate_policy::wire::run::RUN_CONTENT_TYPE);
+            Either::Right(stream.take())
+        }
+        (None, Some(body)) => {
+            builder = builder.header("content-type", "application/json");
+            Either::Left(Full::new(Bytes::from(body)))
+        }
+        (None, None) => Either::Left(Full::new(Bytes::new())),
+    };
     builder.body(body).unwrap_or_else(|_| {
-        let mut resp = Response::new(Full::new(Bytes::new()));
+        let mut resp = Response::new(Either::Left(Full::new(Bytes::new())));
         *resp.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
         resp
     })

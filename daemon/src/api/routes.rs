@@ -9,6 +9,7 @@
 //! | `POST /v1/outcome` | `OutcomeReport` | `204` |
 //! | `POST /v1/spool/ingest` | none | `200` `{"ingested": N, "skipped": M}` |
 //! | `GET /v1/health` | none | `200` `{"ok": true, "version": ..}` |
+//! | `POST /v1/run` | `RunRequest` (`cmdgate-run` redeems a ticket) | `200` chunked stream of run frames (`cmdgate_policy::wire::run`); `403` refused; `503` unavailable |
 //!
 //! Admin socket (the operator CLI):
 //!
@@ -28,6 +29,9 @@
 //! | `GET /admin/pending` | none | `[PendingInfo]` (held asks, oldest first) |
 //! | `POST /admin/pending/{id}/approve`, `/reject` | `{"remember"?: bool, "note"?: text}` | `{"id", "decision", "audit_id", "rule", "delivered", ..}`, 404 when not waiting |
 //! | `POST /admin/console/login` | none | `{"url", "port", "valid_s"}`: a one-time login link to the web console, 404 when it is off |
+//! | `GET /admin/runs?limit=N` (as `GET /admin/runs`) | none | `[{"run_id", "undo_state", "row": AuditRow}]`, newest first |
+//! | `GET /admin/runs/{run}` | none | `{"run_id", "undo_state", "row"}` or 404 |
+//! | `POST /admin/runs/{run}/undo` | none | `{"run_id", "undone": true, "restored": [paths]}`; 404 unknown; 409 refused (a later change conflicts) |
 //!
 //! A body whose `v` is not `WIRE_VERSION` is a 400 (the hook turns every non-200 into deny).
 //!
@@ -35,9 +39,11 @@
 //! (checked and applied in one store transaction); otherwise `409` with
 //! `{"error": "rules changed: the current revision is N (you expected M); …", "revision": N}`.
 
+use cmdgate_policy::wire::run::{is_ticket, RunRequest, RUN_PATH};
 use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
 
+use crate::api::stream::Streamed;
 use crate::api::types::{AddRule, AnswerPending, PendingAnswer, ResetBreaker, RuleEdit};
 use crate::engine::Role;
 use crate::store::audit::Query;
@@ -70,6 +76,11 @@ pub enum ApiRequest {
     AnswerPending(PendingAnswer),
     /// A one-time login link for the web console (answered by `console::WithConsole`).
     ConsoleLogin,
+    /// `cmdgate-run` redeems a ticket.
+    Run(Box<RunRequest>),
+    Runs,
+    RunShow(String),
+    Undo(String),
 }
 
 /// A request that could not be parsed: its status and why.
@@ -106,6 +117,19 @@ fn rule_id(id: &str) -> Result<i64, Rejection> {
         .map_err(|_| reject(400, format!("rule id {id:?} is not a number")))
 }
 
+fn run_id(id: &str) -> Result<String, Rejection> {
+    if !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        Ok(id.to_owned())
+    } else {
+        Err(reject(400, format!("run id {id:?} is malformed")))
+    }
+}
+
 fn rule_edit(body: &[u8]) -> Result<RuleEdit, Rejection> {
     if body.is_empty() {
         Ok(RuleEdit::default())
@@ -133,6 +157,19 @@ impl ApiRequest {
                 let r: OutcomeReport = json(body)?;
                 versioned(r.v)?;
                 Ok(ApiRequest::Outcome(Box::new(r)))
+            }
+            (Role::Agent, "POST", _) if path == RUN_PATH => {
+                let r: RunRequest = json(body)?;
+                versioned(r.v)?;
+                if !is_ticket(&r.ticket) {
+                    return Err(reject(400, "the ticket is malformed"));
+                }
+                Ok(ApiRequest::Run(Box::new(r)))
+            }
+            (Role::Admin, "GET", ["admin", "runs"]) => Ok(ApiRequest::Runs),
+            (Role::Admin, "GET", ["admin", "runs", id]) => Ok(ApiRequest::RunShow(run_id(id)?)),
+            (Role::Admin, "POST", ["admin", "runs", id, "undo"]) => {
+                Ok(ApiRequest::Undo(run_id(id)?))
             }
             (Role::Agent, "POST", ["v1", "spool", "ingest"])
             | (Role::Admin, "POST", ["admin", "spool", "ingest"]) => Ok(ApiRequest::IngestSpool),
@@ -198,11 +235,13 @@ impl ApiRequest {
     }
 }
 
-/// An answer: a status and an optional JSON body.
+/// An answer: a status and an optional JSON body, or a stream (a mirrored run's frames).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiResponse {
     pub status: u16,
     pub body: Option<Vec<u8>>,
+    /// Sent instead of `body`, chunk by chunk as it arrives.
+    pub stream: Option<Streamed>,
 }
 
 impl ApiResponse {
@@ -211,6 +250,7 @@ impl ApiResponse {
             Ok(body) => ApiResponse {
                 status,
                 body: Some(body),
+                stream: None,
             },
             Err(e) => ApiResponse::error(500, &format!("cannot encode the answer: {e}")),
         }
@@ -220,6 +260,7 @@ impl ApiResponse {
         ApiResponse {
             status: 204,
             body: None,
+            stream: None,
         }
     }
 
@@ -233,6 +274,16 @@ impl ApiResponse {
         ApiResponse {
             status,
             body: Some(body),
+            stream: None,
+        }
+    }
+
+    /// `200` with a stream of `application/x-cmdgate-run` frames.
+    pub fn stream(stream: Streamed) -> ApiResponse {
+        ApiResponse {
+            status: 200,
+            body: None,
+            stream: Some(stream),
         }
     }
 }

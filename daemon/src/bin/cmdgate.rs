@@ -39,6 +39,10 @@ enum Command {
     Breaker(cmdgate_daemon::cli::breaker::BreakerArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
     Explain(cmdgate_daemon::cli::explain::ExplainArgs),
+    /// Mirrored runs: what each did and whether it was committed, rolled back or conflicted.
+    Runs(cmdgate_daemon::cli::runs::RunsArgs),
+    /// Restore the workspace to before a committed run.
+    Undo(cmdgate_daemon::cli::runs::UndoArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
     Tiermap(cmdgate_daemon::cli::tiermap::TiermapArgs),
     /// A one-time login link to the web console (Pending, History, Profile).
@@ -69,6 +73,8 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Explain(args)) => {
             cmdgate_daemon::cli::explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
         }
+        Some(Command::Runs(args)) => cmdgate_daemon::cli::runs::run(args),
+        Some(Command::Undo(args)) => cmdgate_daemon::cli::runs::undo(args),
         Some(Command::Tiermap(args)) => cmdgate_daemon::cli::tiermap::run(args),
         Some(Command::Console(args)) => cmdgate_daemon::cli::console::run(args),
         Some(Command::Trust(args)) => cmdgate_daemon::cli::trust::run(args),

@@ -14,6 +14,7 @@ pub mod pending;
 pub mod preview;
 pub mod reviewer;
 pub mod rules;
+pub mod runs;
 pub mod sandbox;
 pub mod stats;
 pub mod status;

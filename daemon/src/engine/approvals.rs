@@ -176,6 +176,7 @@ impl Engine {
                 tiermap_revision: asked.tiermap_revision,
                 audit_id: u64::try_from(a.audit_id).ok(),
                 context: a.context,
+                run: None,
             },
             Outcome::Cancelled(why) => self.unanswered(ask_id, &asked, why).await,
         }

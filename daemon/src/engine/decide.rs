@@ -23,6 +23,7 @@ use cmdgate_policy::shell::read::{PackSet, ReadPolicy};
 use cmdgate_policy::shell::Limits;
 use cmdgate_policy::tiermap::Snapshot;
 use cmdgate_policy::time::UnixMillis;
+use cmdgate_policy::wire::run::{split_leading_cd, RunTicket};
 use cmdgate_policy::wire::{self, DecideRequest, DecideResponse, Verdict};
 use cmdgate_sandbox::RunAs;
 
@@ -32,6 +33,7 @@ use crate::engine::breakers::{persist_breakers, Changed};
 use crate::engine::learning::{self, apply_learning, with_id};
 use crate::engine::record::{describe_parts, request_entry, wire_source, wire_source_name};
 use crate::engine::testrun::Target;
+use crate::engine::tickets::Issued;
 use crate::engine::tiermaps::MapEvent;
 use crate::engine::{Engine, EngineError, Peer};
 use crate::store::audit::{self, Entry, Kind};
@@ -73,6 +75,16 @@ struct Outcome {
     learn: Option<(String, LearnEvent)>,
     /// The command's classification under the map its test-run ran under.
     classified: Option<String>,
+    /// A mirrored run (issue 19): the ticket the hook hands `cmdgate-run`. `decision` is then
+    /// the ask an older hook falls back to.
+    run: Option<RunTicket>,
+}
+
+/// What a ticket is bound to besides the plan: the call and the peer that asked.
+#[derive(Clone, Copy)]
+struct TicketRequest<'a> {
+    req: &'a DecideRequest,
+    peer: Peer,
 }
 
 /// Step 1: the request's facts, validated (no IO).
@@ -174,7 +186,75 @@ pub(crate) fn judge(j: Judge) -> (Step, String) {
         cwd: &j.place_cwd,
     };
     let step = decide::decide_with(request, ctx, &crate::engine::kernel::Kernel);
+    // A learned command runs on the host only when nothing in it is code the agent could have
+    // changed (`policy::learn::host`); otherwise it keeps running in the mirror (its plan comes
+    // from deciding again without the learned rule: the tier-1 options of its parts).
+    let step = match (&step, &j.tool) {
+        (Step::Decided(Decision::Allow(ev)), Tool::Bash { command })
+            if ev.source == Source::Learned =>
+        {
+            match learned_on_host(command, &j.place_root, &j.place_cwd, &home) {
+                Ok(()) => step,
+                Err(why) => {
+                    let rule = ev.rule.clone().unwrap_or_default();
+                    let none = RuleSet::new(Vec::new());
+                    match decide::decide_with(
+                        request,
+                        Context {
+                            rules: &none,
+                            ..ctx
+                        },
+                        &crate::engine::kernel::Kernel,
+                    ) {
+                        Step::TestRun(mut plan) => {
+                            plan.why = format!(
+                                "learned ({rule}), but {why}, so it keeps running in the mirror; {}",
+                                plan.why
+                            );
+                            Step::TestRun(plan)
+                        }
+                        other => other,
+                    }
+                }
+            }
+        }
+        _ => step,
+    };
     (step, home)
+}
+
+/// Where a learned command's programs are looked up: the system's directories, never the agent's
+/// `PATH`.
+const SYSTEM_PATH: &[&str] = &[
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
+/// `policy::learn::host::host_runnable` with the file system's answers.
+fn learned_on_host(command: &str, root: &str, cwd: &str, home: &str) -> Result<(), String> {
+    use cmdgate_policy::learn::host::{host_runnable, Program};
+    use std::os::unix::fs::MetadataExt;
+    let cmdgate_policy::shell::Analysis::Parsed(script) =
+        cmdgate_policy::shell::analyze(command, &Limits::default())
+    else {
+        return Err("it cannot be analysed".into());
+    };
+    let resolve = |name: &str| -> Option<Program> {
+        SYSTEM_PATH.iter().find_map(|dir| {
+            let path = std::fs::canonicalize(Path::new(dir).join(name)).ok()?;
+            let meta = std::fs::metadata(&path).ok()?;
+            meta.is_file().then(|| Program {
+                path: path.to_string_lossy().into_owned(),
+                owner_uid: meta.uid(),
+                mode: meta.mode() & 0o7777,
+            })
+        })
+    };
+    host_runnable(&script, root, cwd, home, &resolve)
 }
 
 /// Step 7: the breaker signal a decision sends (a dirty test-run, a denial, a clean test-run).
@@ -230,18 +310,21 @@ impl Engine {
         };
         // The operator's model reviewer answers an ask first, when enabled (outside the pipeline's
         // deadline, inside the hook's); what it leaves to a person stays an ask.
-        let response = if self.reviews(&req, &response) {
+        // A mirrored run's `ask` is only the fallback of a hook that cannot run it: never reviewed.
+        let response = if response.run.is_none() && self.reviews(&req, &response) {
             self.review(peer, &req, response, started).await
         } else {
             response
         };
         // Background mode: the ask waits for the operator (outside the pipeline's deadline, inside
-        // the hook's).
-        let response = if response.decision == Verdict::Ask && self.holds_asks(&req) {
-            self.hold(&req, response, started).await
-        } else {
-            response
-        };
+        // the hook's). A mirrored run's `ask` is never held.
+        let response =
+            if response.decision == Verdict::Ask && response.run.is_none() && self.holds_asks(&req)
+            {
+                self.hold(&req, response, started).await
+            } else {
+                response
+            };
         self.decisions.fetch_add(1, Ordering::Relaxed);
         response
     }
@@ -335,8 +418,16 @@ impl Engine {
             decision,
             mut learn,
             classified,
+            run,
         } = self
-            .test_run(step, peer, &place, home, &coherent.snapshot, &mut entry)
+            .test_run(
+                step,
+                TicketRequest { req, peer },
+                &place,
+                home,
+                &coherent.snapshot,
+                &mut entry,
+            )
             .await;
         let (verdict, ev) = match &decision {
             Decision::Allow(e) => (Verdict::Allow, e),
@@ -350,7 +441,11 @@ impl Engine {
             }
         }
         let source = wire_source(ev.source);
-        entry.decision = Some(verdict.as_str().into());
+        // A mirrored run's decision row says `run`; the run's own row follows when it ends.
+        entry.decision = Some(match &run {
+            Some(_) => "run".into(),
+            None => verdict.as_str().into(),
+        });
         entry.source = Some(wire_source_name(source).into());
         entry.rule = ev.rule.clone();
         entry.reason = Some(ev.reason.clone());
@@ -373,7 +468,7 @@ impl Engine {
         }
         // 8. Commit the row (with breaker state and learning) before answering.
         entry.latency_us = Some(micros(started));
-        let row_id = self
+        let committed = self
             .commit(
                 entry,
                 changes,
@@ -382,7 +477,20 @@ impl Engine {
                 coherent.breaker_open,
                 classified,
             )
-            .await?;
+            .await;
+        let row_id = match committed {
+            Ok(id) => id,
+            Err(e) => {
+                // An unaudited ticket is never handed out.
+                if let Some(r) = &run {
+                    self.tickets.withdraw(&r.ticket);
+                }
+                return Err(e);
+            }
+        };
+        if let Some(r) = &run {
+            self.tickets.set_decision(&r.ticket, row_id);
+        }
         Ok(DecideResponse {
             v: wire::WIRE_VERSION,
             decision: verdict,
@@ -392,6 +500,7 @@ impl Engine {
             tiermap_revision: ev.revision,
             audit_id: u64::try_from(row_id).ok(),
             context,
+            run,
         })
     }
 
@@ -432,7 +541,7 @@ impl Engine {
     async fn test_run(
         &self,
         step: Step,
-        peer: Peer,
+        ticket_request: TicketRequest<'_>,
         place: &Place,
         home: String,
         snapshot: &Snapshot,
@@ -444,10 +553,20 @@ impl Engine {
                     decision,
                     learn: None,
                     classified: None,
+                    run: None,
                 }
             }
             Step::TestRun(plan) => plan,
         };
+        // The run is the test-run: unless the entry keeps the older form (`direct`) or no mirror
+        // can be built here (then the test-run below fails into ask), the command runs once, in
+        // the mirror, through the client.
+        if !plan.options.direct && self.runs.unavailable().is_none() {
+            return self
+                .issue(plan, ticket_request, place, home, snapshot, entry)
+                .await;
+        }
+        let peer = ticket_request.peer;
         let target = Target {
             root: &place.root,
             cwd: &place.cwd,
@@ -471,6 +590,101 @@ impl Engine {
             decision: after_test_run(&plan, &ran.verdict),
             learn,
             classified: Some(learning::classification_of(&plan.command, snapshot)),
+            run: None,
+        }
+    }
+
+    /// Issues the ticket of a mirrored run. A leading `cd DIR &&` stays outside the client (so
+    /// Claude Code's shell ends up in DIR) when DIR resolves; the ticket is bound to where it
+    /// resolves and runs the rest there.
+    async fn issue(
+        &self,
+        plan: cmdgate_policy::decide::TestRunPlan,
+        req: TicketRequest<'_>,
+        place: &Place,
+        home: String,
+        snapshot: &Snapshot,
+        entry: &mut Entry,
+    ) -> Outcome {
+        let split = split_leading_cd(&plan.command).map(|(d, rest)| (d, rest.to_owned()));
+        let (cd, command, cwd) = match split {
+            Some((dir, rest)) => {
+                let target = place.cwd.join(&dir);
+                match tokio::task::spawn_blocking(move || std::fs::canonicalize(target)).await {
+                    Ok(Ok(real)) if real.is_dir() => (Some(dir), rest, real),
+                    _ => (None, plan.command.clone(), place.cwd.clone()),
+                }
+            }
+            None => (None, plan.command.clone(), place.cwd.clone()),
+        };
+        let classification = learning::classification_of(&plan.command, snapshot);
+        let tool_timeout_ms = req
+            .req
+            .tool_input
+            .get("timeout")
+            .and_then(serde_json::Value::as_u64);
+        let issued = Issued {
+            session: req.req.agent.session_id.clone(),
+            agent_id: req.req.agent.agent_id.clone(),
+            tool_use_id: req.req.tool_use_id.clone(),
+            project: place.root.clone(),
+            cwd: cwd.clone(),
+            command: command.clone(),
+            original: plan.command.clone(),
+            plan: plan.clone(),
+            revision: plan.revision,
+            classification: Some(classification),
+            uid: req.peer.uid,
+            gid: req.peer.gid,
+            home,
+            tool_timeout_ms,
+            decision_id: 0,
+        };
+        let mut random = [0u8; 32];
+        let ticket = match getrandom::getrandom(&mut random) {
+            Ok(()) => self.tickets.issue(issued, &random, Instant::now()),
+            Err(_) => None,
+        };
+        let rule = (!plan.rules.is_empty()).then(|| plan.rules.join(", "));
+        let ev = |reason: String| decide::Evidence {
+            source: Source::Sandbox,
+            rule: rule.clone(),
+            revision: plan.revision,
+            reason,
+        };
+        let Some(ticket) = ticket else {
+            return Outcome {
+                decision: Decision::Ask(ev(format!(
+                    "`{}` would run in cmdgate's mirror, but no run ticket could be issued (too \
+                     many waiting, or no randomness); a person must decide",
+                    plan.command
+                ))),
+                learn: None,
+                classified: None,
+                run: None,
+            };
+        };
+        entry.sandbox = Some(
+            serde_json::json!({"run": "ticket", "ticket": crate::engine::tickets::ticket_name(&ticket),
+                               "cwd": cwd, "command": command})
+            .to_string(),
+        );
+        let reason = format!(
+            "{}; `{command}` runs once, in cmdgate's mirror of the workspace: its output and exit \
+             status are the command's; clean effects are committed to the workspace, anything \
+             else is rolled back",
+            plan.why
+        );
+        Outcome {
+            decision: Decision::Ask(ev(reason)),
+            learn: None,
+            classified: None,
+            run: Some(RunTicket {
+                ticket,
+                cd,
+                command,
+                expires_in_ms: u64::try_from(self.tickets.ttl().as_millis()).unwrap_or(u64::MAX),
+            }),
         }
     }
 

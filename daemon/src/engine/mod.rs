@@ -26,11 +26,14 @@ pub mod pending;
 pub mod preview;
 pub mod project;
 mod record;
+pub mod redeem;
 pub mod reviewer;
 pub mod rules;
 pub mod rules_admin;
+pub mod runs;
 pub mod status;
 pub mod testrun;
+pub mod tickets;
 pub mod tiermaps;
 
 use std::path::PathBuf;
@@ -51,8 +54,10 @@ use breakers::{persist_breakers, BreakerBoard, Breakers};
 use notify::{Notifier, NotifyConfig};
 use pending::Pending;
 use rules::Rules;
+use runs::Runs;
 use status::{Status, StatusApprovals, StatusDeadlines, StatusNotifications, StatusPaths};
 use testrun::TestRunner;
+use tickets::Tickets;
 use tiermaps::TierMaps;
 
 /// Why the daemon could not start.
@@ -132,6 +137,10 @@ pub struct Engine {
     /// Per-session and global circuit breakers (announced on the desktop when they move).
     pub(crate) breakers: BreakerBoard,
     pub(crate) testruns: TestRunner,
+    /// Mirrored runs (issue 19): the run is the test-run; clean effects are committed.
+    pub(crate) runs: Runs,
+    /// One-use tickets for mirrored runs, issued by decide and redeemed by `cmdgate-run`.
+    pub(crate) tickets: Tickets,
     started: Instant,
     uid: u32,
     decisions: AtomicU64,
@@ -147,7 +156,14 @@ pub struct Engine {
     /// The operator's model reviewer (`[reviewer]`; off by default). Its key comes from the
     /// daemon's environment at start and stays in memory.
     pub(crate) reviewer: reviewer::Reviewer,
+    /// The engine itself, for work that outlives a request handler (a mirrored run streams after
+    /// the handler returned its response).
+    me: std::sync::Weak<Engine>,
 }
+
+/// Mirrored runs at once, at least (each is a command the agent is waiting on; more wait for a
+/// slot, showing nothing). `sandbox.max_concurrent` raises it.
+const MIN_CONCURRENT_RUNS: usize = 4;
 
 /// The global breaker trips at five times the session threshold: one runaway session should not
 /// stop every other, many should.
@@ -186,6 +202,22 @@ impl Engine {
             enabled: config.notify.enabled,
             ..NotifyConfig::default()
         });
+        // Mirrored runs first: a crash mid-commit is rolled back (or an interrupted undo finished)
+        // before anything is served, and before the test-run sweep looks at the state dir.
+        let runs = Runs::new(
+            helper.clone(),
+            paths.sandbox_state.clone(),
+            config.sandbox.clone(),
+            config.sandbox.max_concurrent.max(MIN_CONCURRENT_RUNS),
+        );
+        if runs.unavailable().is_none() {
+            let state = paths.sandbox_state.clone();
+            let report =
+                tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::recover(&state))
+                    .await
+                    .unwrap_or_default();
+            redeem::record_recovery(&store, &report).await?;
+        }
         let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone());
         if let Some(why) = testruns.unavailable() {
             eprintln!("cmdgated: test-runs unavailable: {why}; tier 1 and unknown commands will be asked, never allowed");
@@ -201,7 +233,8 @@ impl Engine {
                 "cmdgated: the model reviewer is unavailable ({p}); a person decides every ask"
             );
         }
-        Ok(Arc::new(Engine {
+        Ok(Arc::new_cyclic(|me| Engine {
+            me: me.clone(),
             reviewer,
             tiermaps,
             config,
@@ -210,6 +243,10 @@ impl Engine {
             rules,
             breakers: BreakerBoard::new(breakers, Arc::clone(&notifier)),
             testruns,
+            runs,
+            tickets: Tickets::new(std::time::Duration::from_millis(
+                cmdgate_policy::wire::run::DEFAULT_TICKET_TTL_MS,
+            )),
             started: Instant::now(),
             uid,
             decisions: AtomicU64::new(0),

@@ -93,8 +93,14 @@ impl Engine {
         spooled: Option<String>,
     ) -> Result<i64, EngineError> {
         let now = clock::now();
+        // A call routed through `cmdgate-run`: its run row already carried the breaker signal
+        // (from its effects; a failing test suite is ordinary work), unless Claude Code reports
+        // having run something else — an integrity event.
+        let routed = self.tickets.routed(&report.tool_use_id).is_some();
+        self.check_rewrite(&report).await?;
         // An interrupted call says nothing about the command: the person stopped it.
         let signal = match (report.success, report.interrupted) {
+            _ if routed => None,
             (true, _) => Some(Signal::Success),
             (false, false) => Some(Signal::FailedOutcome),
             (false, true) => None,

@@ -191,7 +191,7 @@ impl TestRunner {
 
 /// Workspace effects the policy refuses (`policy::decide::protected::effect_refusal`): a
 /// persistence file, `.claude/` or another repository's configuration or hooks, at any depth.
-fn protected_effects(effects: &[cmdgate_sandbox::Effect]) -> Vec<String> {
+pub(crate) fn protected_effects(effects: &[cmdgate_sandbox::Effect]) -> Vec<String> {
     use cmdgate_policy::decide::protected::{effect_refusal, Touch};
     use cmdgate_sandbox::{Area, Effect};
     let mut out = Vec::new();

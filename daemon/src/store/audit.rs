@@ -37,6 +37,11 @@ pub enum Kind {
     Learn,
     /// An operator change to the rules.
     Rule,
+    /// A mirrored run (issue 19): its effects, commit or rollback, undo id; also a refused
+    /// ticket redemption and an undo.
+    Run,
+    /// An integrity event outside a decision: a routed call Claude Code ran without its client.
+    Integrity,
 }
 
 impl Kind {
@@ -51,6 +56,8 @@ impl Kind {
             Kind::Breaker => "breaker",
             Kind::Learn => "learn",
             Kind::Rule => "rule",
+            Kind::Run => "run",
+            Kind::Integrity => "integrity",
         }
     }
 
@@ -65,6 +72,8 @@ impl Kind {
             Kind::Breaker,
             Kind::Learn,
             Kind::Rule,
+            Kind::Run,
+            Kind::Integrity,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)

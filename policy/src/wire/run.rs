@@ -292,9 +292,19 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
-/// The command Claude Code runs instead of the agent's: `[cd DIR && ]/abs/cmdgate-run TICKET`.
-pub fn client_command(client: &str, ticket: &RunTicket) -> String {
-    let run = format!("{} {}", shell_quote(client), ticket.ticket);
+/// The command Claude Code runs instead of the agent's: `[cd DIR && ]/abs/cmdgate-run
+/// [--socket PATH] TICKET` (`socket` when the hook's socket is not the client's default, as in
+/// system mode, where the hook's comes from its registered command line).
+pub fn client_command(client: &str, socket: Option<&str>, ticket: &RunTicket) -> String {
+    let run = match socket {
+        Some(s) => format!(
+            "{} --socket {} {}",
+            shell_quote(client),
+            shell_quote(s),
+            ticket.ticket
+        ),
+        None => format!("{} {}", shell_quote(client), ticket.ticket),
+    };
     match &ticket.cd {
         Some(dir) => format!("cd {} && {run}", shell_quote(dir)),
         None => run,
@@ -302,20 +312,22 @@ pub fn client_command(client: &str, ticket: &RunTicket) -> String {
 }
 
 /// Whether a command Claude Code reports having run (PostToolUse's `tool_input.command`) is the
-/// client redeeming `ticket`: the ticket appears as the client's argument.
+/// client redeeming `ticket`: the ticket is the client's last argument.
 pub fn ran_through_client(reported: &str, ticket: &str) -> bool {
-    reported
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .any(|w| {
-            w[1] == ticket
-                && w[0]
-                    .trim_matches('\'')
-                    .rsplit('/')
-                    .next()
-                    .is_some_and(|name| name == CLIENT_NAME)
-        })
+    let words: Vec<&str> = reported.split_whitespace().collect();
+    words.iter().enumerate().any(|(i, w)| {
+        let is_client = w
+            .trim_matches('\'')
+            .rsplit('/')
+            .next()
+            .is_some_and(|name| name == CLIENT_NAME);
+        is_client
+            && match &words[i + 1..] {
+                [t, ..] if *t == ticket => true,
+                ["--socket", _, t, ..] => *t == ticket,
+                _ => false,
+            }
+    })
 }
 
 /// Splits a leading `cd DIR &&` off a command when `DIR` is one plainly written word (no
@@ -448,13 +460,23 @@ mod tests {
             command: "make".into(),
             expires_in_ms: 1,
         };
-        let cmd = client_command("/opt/cmd gate/cmdgate-run", &ticket);
+        let cmd = client_command("/opt/cmd gate/cmdgate-run", None, &ticket);
         assert_eq!(
             cmd,
             format!("cd 'my dir' && '/opt/cmd gate/cmdgate-run' {t}")
         );
         assert!(ran_through_client(&cmd, &t));
         assert!(ran_through_client(&format!("/usr/bin/cmdgate-run {t}"), &t));
+        let sys = client_command(
+            "/usr/bin/cmdgate-run",
+            Some("/run/cmdgate/cmdgate.sock"),
+            &ticket,
+        );
+        assert_eq!(
+            sys,
+            format!("cd 'my dir' && /usr/bin/cmdgate-run --socket /run/cmdgate/cmdgate.sock {t}")
+        );
+        assert!(ran_through_client(&sys, &t));
         assert!(!ran_through_client("make", &t));
         assert!(!ran_through_client(&format!("echo {t}"), &t));
         assert!(!ran_through_client(

@@ -26,6 +26,8 @@ pub struct Gate {
     pub cmdgated: PathBuf,
     pub cmdgate: PathBuf,
     pub hook: PathBuf,
+    /// `cmdgate-run`, built beside the hook (the hook names it in its rewrites).
+    pub run_client: PathBuf,
     /// Extra environment for `cmdgated` alone (set before `start`), e.g. a private session bus.
     pub daemon_env: Vec<(String, String)>,
     daemon: Option<Child>,
@@ -69,6 +71,7 @@ impl Gate {
             cmdgated: cargo_bin("cmdgate-daemon", "cmdgated"),
             cmdgate: cargo_bin("cmdgate-daemon", "cmdgate"),
             hook: cargo_bin("cmdgate-hook", "cmdgate-hook"),
+            run_client: cargo_bin("cmdgate-hook", "cmdgate-run"),
             dir,
             home,
             conf,
@@ -292,6 +295,52 @@ impl Gate {
                 Duration::from_secs(120),
             ))
         })
+    }
+
+    /// A PreToolUse for a Bash command through the real hook: its whole answer (for a mirrored
+    /// run, `hookSpecificOutput.updatedInput.command` is `cmdgate-run TICKET`).
+    pub fn pre_answer(&self, tool_use_id: &str, command: &str) -> Value {
+        let done = self.hook_run(&self.pre_event(
+            tool_use_id,
+            "Bash",
+            json!({"command": command, "description": "test"}),
+        ));
+        assert!(done.status.success(), "hook: {}", done.stderr_text());
+        serde_json::from_str(&done.stdout_text())
+            .unwrap_or_else(|e| panic!("hook output is not JSON ({e}): {:?}", done.stdout_text()))
+    }
+
+    /// The rewritten command of a mirrored run (fails the test when the hook did not rewrite).
+    pub fn pre_rewrite(&self, tool_use_id: &str, command: &str) -> String {
+        let out = self.pre_answer(tool_use_id, command);
+        let h = &out["hookSpecificOutput"];
+        assert_eq!(h["permissionDecision"], "allow", "{out}");
+        h["updatedInput"]["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no rewrite: {out}"))
+            .to_owned()
+    }
+
+    /// Runs a rewritten command the way Claude Code's Bash tool does (`bash -c` in the project,
+    /// the agent's environment), with stdout and stderr piped.
+    pub fn spawn_shell(&self, command: &str) -> Child {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c")
+            .arg(command)
+            .current_dir(&self.proj)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        self.env(&mut cmd);
+        cmd.spawn().expect("bash")
+    }
+
+    /// [`Gate::spawn_shell`] to the end, bounded.
+    pub fn shell(&self, command: &str) -> Finished {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(command).current_dir(&self.proj);
+        self.env(&mut cmd);
+        run_bounded(&mut cmd, b"", Duration::from_secs(120))
     }
 
     /// The PreToolUse event `pre_tool` sends (session `sess-1`), for driving the hook yourself.

@@ -116,6 +116,7 @@ impl Engine {
                 tiermap_revision: asked.tiermap_revision,
                 audit_id: audit_id.or(asked.audit_id),
                 context: None,
+                run: None,
             },
             Verdict::Deny => DecideResponse {
                 v: wire::WIRE_VERSION,
@@ -129,6 +130,7 @@ impl Engine {
                 tiermap_revision: asked.tiermap_revision,
                 audit_id: audit_id.or(asked.audit_id),
                 context: None,
+                run: None,
             },
         }
     }

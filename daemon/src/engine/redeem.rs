@@ -1,0 +1,436 @@
+//! Redeeming a run ticket (`POST /v1/run` from `cmdgate-run`): check it, run its command in the
+//! mirror with output streamed (`runs.rs`), then record the run — one `run` audit row with its
+//! effects, commit or rollback and undo id, the breaker signal (dirty runs and conflicts count),
+//! the learning events — and send the end frame. Also: the integrity check of an outcome that
+//! reports a routed call without its client, crash recovery at start, and `cmdgate undo`.
+//!
+//! A refused redemption runs nothing and is audited; a ticket tried by another uid or from another
+//! directory is an integrity event for the ticket's session.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use cmdgate_policy::breaker::{Integrity, Signal};
+use cmdgate_policy::learn::{LearnEvent, PromotionContext};
+use cmdgate_policy::wire::run::{ran_through_client, Frame, RunEnd, RunRequest, RunStatus};
+use cmdgate_policy::wire::{OutcomeReport, WIRE_VERSION};
+use cmdgate_sandbox::commit::RecoverReport;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use crate::clock;
+use crate::engine::breakers::persist_breakers;
+use crate::engine::learning::{apply_learning, with_id};
+use crate::engine::runs::Outcome;
+use crate::engine::tickets::{ticket_name, Issued, Refusal};
+use crate::engine::{Engine, Peer};
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::{Store, StoreError};
+
+/// Why a ticket was not redeemed (the api maps each to a status).
+#[derive(Debug, thiserror::Error)]
+pub enum RedeemError {
+    /// The ticket is not redeemable by this caller (unknown, used, expired, another uid or
+    /// directory, a changed tier map, an open breaker). Nothing ran.
+    #[error("{0}")]
+    Refused(String),
+    /// The daemon cannot run it now (mirror unavailable, shutting down). Nothing ran.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("the audit could not be written: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// `cmdgate undo RUN`'s failure.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Refused(String),
+    #[error("the audit could not be written: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// The `run` row written at start when recovery repaired something.
+pub(crate) async fn record_recovery(
+    store: &Store,
+    report: &RecoverReport,
+) -> Result<(), StoreError> {
+    if report.rolled_back.is_empty()
+        && report.undo_finished.is_empty()
+        && report.discarded.is_empty()
+        && report.failed.is_empty()
+    {
+        return Ok(());
+    }
+    let reason = format!(
+        "recovered at start: commits interrupted by a crash rolled back {:?}; undos finished {:?}; \
+         orphaned runs discarded {:?}; could not repair {:?}",
+        report.rolled_back, report.undo_finished, report.discarded, report.failed
+    );
+    eprintln!("cmdgated: {reason}");
+    store
+        .append(Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Run.as_str().into(),
+            decision: Some("recovered".into()),
+            reason: Some(reason),
+            sandbox: serde_json::to_string(report).ok(),
+            ..Entry::default()
+        })
+        .await?;
+    Ok(())
+}
+
+fn refusal_entry(peer: Peer, req: &RunRequest, issued: Option<&Issued>, why: &str) -> Entry {
+    Entry {
+        at_ms: clock::now_ms(),
+        kind: Kind::Run.as_str().into(),
+        session: issued.map(|i| i.session.clone()),
+        tool_use_id: issued.map(|i| i.tool_use_id.clone()),
+        project: issued.map(|i| i.project.to_string_lossy().into_owned()),
+        cwd: Some(req.cwd.clone()),
+        tool: Some("Bash".into()),
+        command: issued.map(|i| i.command.clone()),
+        decision: Some("refused".into()),
+        reason: Some(why.to_owned()),
+        peer: Some(peer.to_string()),
+        decision_id: issued.map(|i| i.decision_id),
+        note: Some(format!("ticket {}", ticket_name(&req.ticket))),
+        ..Entry::default()
+    }
+}
+
+impl Engine {
+    /// Redeems a ticket: on success the run is started and its frames arrive on the returned
+    /// channel (the last one is the end frame).
+    pub async fn redeem(
+        &self,
+        peer: Peer,
+        req: RunRequest,
+    ) -> Result<mpsc::Receiver<Vec<u8>>, RedeemError> {
+        let cwd = PathBuf::from(&req.cwd);
+        let cwd = tokio::task::spawn_blocking(move || std::fs::canonicalize(&cwd).unwrap_or(cwd))
+            .await
+            .map_err(|e| RedeemError::Unavailable(format!("cannot resolve the directory: {e}")))?;
+        let issued = match self
+            .tickets
+            .redeem(&req.ticket, peer.uid, &cwd, Instant::now())
+        {
+            Ok(i) => i,
+            Err((refusal, issued)) => {
+                let why = format!("ticket refused: {refusal}");
+                let mut changes = Vec::new();
+                if let (Refusal::WrongUid { .. } | Refusal::WrongCwd { .. }, Some(i)) =
+                    (&refusal, &issued)
+                {
+                    changes = self
+                        .breakers
+                        .record(
+                            &i.session,
+                            Signal::Integrity(Integrity::TicketMisuse),
+                            clock::now(),
+                        )
+                        .await;
+                }
+                let entry = refusal_entry(peer, &req, issued.as_deref(), &why);
+                self.store
+                    .write(move |c| {
+                        let row = audit::append(c, entry)?;
+                        persist_breakers(c, &changes, Some(row.id))
+                    })
+                    .await?;
+                return Err(RedeemError::Refused(why));
+            }
+        };
+        // The decision holds only under the map and breaker it was made with.
+        let refuse = |why: String| async {
+            let entry = refusal_entry(peer, &req, Some(&issued), &why);
+            self.store.append(entry).await?;
+            Err::<mpsc::Receiver<Vec<u8>>, RedeemError>(RedeemError::Refused(why))
+        };
+        let loaded = self.tiermaps.get(&issued.project, &self.store).await?;
+        let revision = match loaded.snapshot.as_ref() {
+            cmdgate_policy::tiermap::Snapshot::Verified(v) => Some(v.revision),
+            cmdgate_policy::tiermap::Snapshot::ReadOnly { .. } => None,
+        };
+        if revision != issued.revision {
+            return refuse(format!(
+                "the tier map changed since the decision (revision {:?} then, {revision:?} now); \
+                 run the command again to have it decided under the current map",
+                issued.revision
+            ))
+            .await;
+        }
+        let (open, changes) = self.breakers.is_open(&issued.session, clock::now()).await;
+        if !changes.is_empty() {
+            if let Err(e) = self
+                .store
+                .write(move |c| persist_breakers(c, &changes, None))
+                .await
+            {
+                self.audit_integrity.failed("breaker transition", &e);
+            }
+        }
+        if open {
+            return refuse(
+                "the circuit breaker opened since the decision (read-only mode)".to_owned(),
+            )
+            .await;
+        }
+        let Some(engine) = self.me.upgrade() else {
+            return Err(RedeemError::Unavailable("the daemon is stopping".into()));
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let env = req.env;
+        tokio::spawn(async move {
+            let started = clock::now_ms();
+            let outcome = engine.runs.run(&issued, env, tx.clone()).await;
+            let end = RunEnd {
+                v: WIRE_VERSION,
+                run_id: outcome.run_id.clone(),
+                exit: outcome.exit,
+                signal: outcome.signal,
+                status: outcome.status,
+                message: outcome.message.clone(),
+            };
+            if let Err(e) = engine.record_run(peer, &issued, &outcome, started).await {
+                // The effects are already decided; the client still learns them.
+                engine
+                    .audit_integrity
+                    .failed(&format!("mirrored run {}", outcome.run_id), &e);
+            }
+            let _ = tx.send(Frame::End(end).encode()).await;
+        });
+        Ok(rx)
+    }
+
+    /// The run's audit row, its breaker signal and its learning, in one transaction.
+    async fn record_run(
+        &self,
+        peer: Peer,
+        issued: &Issued,
+        outcome: &Outcome,
+        started_ms: i64,
+    ) -> Result<(), crate::engine::EngineError> {
+        let now = clock::now();
+        let signal = match outcome.status {
+            RunStatus::RolledBack | RunStatus::Conflict => Some(Signal::DirtyTestRun),
+            RunStatus::Committed => Some(Signal::Success),
+            RunStatus::Failed => None,
+        };
+        let changes = match signal {
+            Some(s) => self.breakers.record(&issued.session, s, now).await,
+            None => Vec::new(),
+        };
+        let (breaker_open, ticked) = self.breakers.is_open(&issued.session, now).await;
+        let changes = [changes, ticked].concat();
+        // Learning: a clean, committed run is a clean test-run, and its exit status the real
+        // run's success or failure; a dirty one is a dirty test-run.
+        let key = issued.plan.key.clone();
+        let events: Vec<LearnEvent> = match (outcome.judged, outcome.status) {
+            (Some(true), RunStatus::Committed) => vec![
+                LearnEvent::CleanTestRun(0),
+                if outcome.exit == Some(0) {
+                    LearnEvent::RealSuccess(0)
+                } else {
+                    LearnEvent::RealFailure(0)
+                },
+            ],
+            (Some(false), _) => vec![LearnEvent::DirtyTestRun(0)],
+            _ => Vec::new(),
+        };
+        let classification = issued.classification.clone();
+        let promotion = self.config.promotion.clone();
+        let project = issued.project.to_string_lossy().into_owned();
+        let entry = Entry {
+            at_ms: started_ms,
+            kind: Kind::Run.as_str().into(),
+            session: Some(issued.session.clone()),
+            agent_id: issued.agent_id.clone(),
+            tool_use_id: Some(issued.tool_use_id.clone()),
+            project: Some(project.clone()),
+            cwd: Some(issued.cwd.to_string_lossy().into_owned()),
+            tool: Some("Bash".into()),
+            command: Some(issued.command.clone()),
+            decision: Some(outcome.status.as_str().into()),
+            source: Some("sandbox".into()),
+            rule: (!issued.plan.rules.is_empty()).then(|| issued.plan.rules.join(", ")),
+            reason: (!outcome.message.is_empty()).then(|| outcome.message.clone()),
+            tiermap_revision: issued.revision.and_then(|r| i64::try_from(r).ok()),
+            sandbox: Some(outcome.detail.to_string()),
+            exit_code: outcome.exit.map(i64::from),
+            success: Some(outcome.status == RunStatus::Committed && outcome.exit == Some(0)),
+            duration_ms: Some(clock::now_ms() - started_ms),
+            peer: Some(peer.to_string()),
+            decision_id: Some(issued.decision_id),
+            note: Some(format!("run {}", outcome.run_id)),
+            ..Entry::default()
+        };
+        let learned = self
+            .store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))?;
+                let mut learned = false;
+                for event in events {
+                    learned |= apply_learning(
+                        c,
+                        &project,
+                        &key,
+                        with_id(event, row.id),
+                        PromotionContext {
+                            needs_person_or_denied: false,
+                            breaker_open,
+                            classification: classification.as_deref(),
+                        },
+                        &promotion,
+                    )?;
+                }
+                Ok(learned)
+            })
+            .await?;
+        if learned {
+            self.reload_rules().await?;
+        }
+        Ok(())
+    }
+
+    /// An outcome for a call the daemon routed through the client, reporting another command:
+    /// Claude Code ran the original on the host (it ignored `updatedInput`). Audited as an
+    /// integrity event that trips the breaker. `true` when it was one.
+    pub(crate) async fn check_rewrite(&self, report: &OutcomeReport) -> Result<bool, StoreError> {
+        let (Some(command), Some(routed)) = (
+            report.command.as_deref(),
+            self.tickets.routed(&report.tool_use_id),
+        ) else {
+            return Ok(false);
+        };
+        if ran_through_client(command, &routed.ticket) {
+            return Ok(false);
+        }
+        let changes = self
+            .breakers
+            .record(
+                &routed.session,
+                Signal::Integrity(Integrity::RewriteIgnored),
+                clock::now(),
+            )
+            .await;
+        let reason = format!(
+            "integrity: the call was routed through cmdgate-run (decision #{}), but Claude Code \
+             reports having run `{command}`: the rewrite was ignored and the command ran on the \
+             host unjudged (check the Claude Code version with `cmdgate doctor`, and for another \
+             PreToolUse hook that rewrites Bash)",
+            routed.decision_id
+        );
+        eprintln!("cmdgated: {reason}");
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Integrity.as_str().into(),
+            session: Some(routed.session.clone()),
+            tool_use_id: Some(report.tool_use_id.clone()),
+            tool: Some(report.tool_name.clone()),
+            command: Some(command.to_owned()),
+            decision: Some("rewrite_ignored".into()),
+            reason: Some(reason),
+            decision_id: Some(routed.decision_id),
+            ..Entry::default()
+        };
+        self.store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))
+            })
+            .await?;
+        Ok(true)
+    }
+
+    /// `cmdgate undo RUN`: restores the workspace to before a committed run, audited.
+    pub async fn undo_run(&self, run_id: String) -> Result<serde_json::Value, UndoError> {
+        let state = self.runs.state_dir().to_path_buf();
+        let id = run_id.clone();
+        let result =
+            tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::undo(&state, &id))
+                .await
+                .map_err(|e| UndoError::Refused(format!("the undo thread failed: {e}")))?;
+        let (decision, reason, value, err) = match result {
+            Ok(report) => (
+                "undone",
+                format!(
+                    "undid run {run_id}: restored {} paths",
+                    report.restored.len()
+                ),
+                json!({"run_id": run_id, "undone": true, "restored": report.restored}),
+                None,
+            ),
+            Err(cmdgate_sandbox::commit::UndoError::NotFound(id)) => {
+                return Err(UndoError::NotFound(format!("no committed run {id}")))
+            }
+            Err(e) => {
+                let why = e.to_string();
+                (
+                    "undo_refused",
+                    format!("undo of run {run_id} refused: {why}"),
+                    json!({}),
+                    Some(why),
+                )
+            }
+        };
+        self.store
+            .append(Entry {
+                at_ms: clock::now_ms(),
+                kind: Kind::Run.as_str().into(),
+                decision: Some(decision.into()),
+                reason: Some(reason),
+                note: Some(format!("run {run_id}")),
+                ..Entry::default()
+            })
+            .await?;
+        match err {
+            None => Ok(value),
+            Some(why) => Err(UndoError::Refused(why)),
+        }
+    }
+
+    /// `cmdgate runs`: recent run rows (newest first) with the journal's undo state.
+    pub async fn runs_list(&self, limit: u32) -> Result<serde_json::Value, StoreError> {
+        let rows = self
+            .store
+            .read(move |c| {
+                audit::query(
+                    c,
+                    &audit::Query {
+                        kind: Some(Kind::Run.as_str().into()),
+                        limit: Some(limit),
+                        newest: true,
+                        ..Default::default()
+                    },
+                )
+            })
+            .await?;
+        let state = self.runs.state_dir().to_path_buf();
+        let journal = tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::runs(&state))
+            .await
+            .unwrap_or_default();
+        let runs: Vec<serde_json::Value> = rows
+            .into_iter()
+            .map(|row| {
+                let id = row
+                    .entry
+                    .note
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix("run "))
+                    .unwrap_or_default()
+                    .to_owned();
+                let undo = journal
+                    .iter()
+                    .find(|j| !id.is_empty() && j.run_id == id)
+                    .map(|j| json!(j.state));
+                json!({"run_id": id, "undo_state": undo, "row": row})
+            })
+            .collect();
+        Ok(json!(runs))
+    }
+}

@@ -1,0 +1,392 @@
+//! Mirrored runs (issue 19): a redeemed ticket's command runs once, in the container mirror, its
+//! output streamed to the `cmdgate-run` client as produced; when the whole pid namespace is gone
+//! its effects — never its exit status — decide: clean effects are committed to the workspace
+//! (with an undo journal), dirty ones rolled back, and a conflict with the host commits nothing.
+//!
+//! Threads: `mirror::start`, `wait` and `commit` are blocking (the sandbox library execs its
+//! single-threaded helper, so no tokio thread forks); two plain threads pump stdout and stderr
+//! into the response channel. A heartbeat frame every `HEARTBEAT_MS` makes a client that went
+//! away visible (the write fails, hyper drops the body, the channel closes): the run is killed and
+//! nothing is committed.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cmdgate_policy::wire::run::{output_frames, Frame, RunStatus, HEARTBEAT_MS};
+use cmdgate_sandbox::commit::{self, CommitConfig, CommitError, JournalLimits};
+use cmdgate_sandbox::mirror::{self, MirrorCommand};
+use cmdgate_sandbox::{Effect, HelperCommand, Privilege, RunAs, RunConfig};
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::config::SandboxConfig;
+use crate::engine::tickets::Issued;
+
+/// Default timeout of a run when neither the Bash tool nor the tier-map entry gives one: Claude
+/// Code's own limit for a Bash call (10 minutes). The client's going away kills it earlier.
+const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
+/// Added to the Bash tool's timeout: the tool kills the client first, which kills the run.
+const TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
+
+/// The facility: where runs keep their state, how the helper starts, limits, concurrency.
+pub struct Runs {
+    helper: HelperCommand,
+    state_dir: PathBuf,
+    config: SandboxConfig,
+    /// Runs at once; more wait (their client shows nothing until they start).
+    slots: Arc<Semaphore>,
+    /// How commits are made.
+    commit: CommitConfig,
+    /// Journal bounds for undo (pruned after each commit).
+    journal: JournalLimits,
+    /// Why runs cannot happen here (`None`: they can).
+    unavailable: Option<String>,
+}
+
+/// What a finished run came to: for the end frame, the audit row and the breaker.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The sandbox's run id (`cmdgate runs show`, `cmdgate undo`); empty when it never started.
+    pub run_id: String,
+    pub exit: Option<i32>,
+    pub signal: Option<i32>,
+    pub status: RunStatus,
+    /// The last line the client prints on stderr (empty for a plain commit).
+    pub message: String,
+    /// The audit's `sandbox` column: effects, verdict, commit or rollback, undo id.
+    pub detail: serde_json::Value,
+    /// The effects were judged (clean or dirty): what learning may count.
+    pub judged: Option<bool>,
+}
+
+impl Runs {
+    pub fn new(
+        helper: HelperCommand,
+        state_dir: PathBuf,
+        config: SandboxConfig,
+        max_concurrent: usize,
+    ) -> Runs {
+        let unavailable = match cmdgate_sandbox::detect_privilege() {
+            Privilege::Root => None,
+            Privilege::UserNamespace => Some(
+                "the daemon is not root (the mirror needs root; rootless mode is not built yet)"
+                    .into(),
+            ),
+            Privilege::Unavailable(why) => Some(format!(
+                "the daemon is not root and user namespaces are unavailable ({why})"
+            )),
+        };
+        let commit = CommitConfig::default();
+        Runs {
+            journal: JournalLimits::default(),
+            helper,
+            state_dir,
+            config,
+            slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            commit,
+            unavailable,
+        }
+    }
+
+    pub fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
+    }
+
+    pub fn state_dir(&self) -> &std::path::Path {
+        &self.state_dir
+    }
+
+    /// Repairs what a crash left (interrupted commits rolled back, interrupted undos finished,
+    /// orphaned upper dirs discarded). At start, before serving: no run is in flight.
+    pub fn recover(&self) -> commit::RecoverReport {
+        commit::recover(&self.state_dir)
+    }
+
+    /// Committed runs with their undo state.
+    pub fn journal(&self) -> Vec<commit::JournalEntry> {
+        commit::runs(&self.state_dir)
+    }
+
+    /// Restores the workspace to before a committed run (refusing where a later change conflicts).
+    pub fn undo(&self, run_id: &str) -> Result<commit::UndoReport, commit::UndoError> {
+        commit::undo(&self.state_dir, run_id)
+    }
+
+    fn run_config(&self, issued: &Issued) -> RunConfig {
+        let mut cfg = RunConfig::new(
+            issued.project.clone(),
+            self.state_dir.clone(),
+            self.helper.clone(),
+        );
+        let options = &issued.plan.options;
+        cfg.limits.timeout = match (options.timeout, issued.tool_timeout_ms) {
+            (Some(entry), _) => entry,
+            (None, Some(ms)) => Duration::from_millis(ms) + TIMEOUT_MARGIN,
+            (None, None) => DEFAULT_RUN_TIMEOUT,
+        }
+        .min(DEFAULT_RUN_TIMEOUT + TIMEOUT_MARGIN);
+        cfg.limits.memory_bytes = self.config.memory_bytes;
+        cfg.limits.pids = self.config.pids;
+        cfg.limits.cpu_millis = self.config.cpu_millis;
+        cfg.limits.scratch_bytes = self.config.scratch_bytes;
+        cfg.network = options.network;
+        cfg.allow_tracked_changes = options.edit_tracked;
+        cfg.run_as = Some(RunAs {
+            uid: issued.uid,
+            gid: issued.gid,
+        });
+        let home = PathBuf::from(&issued.home);
+        cfg.home = Some(home.clone());
+        cfg.extra_writable = options
+            .extra_writable
+            .iter()
+            .map(|p| match p.strip_prefix("~/") {
+                Some(rest) => home.join(rest),
+                None => PathBuf::from(p),
+            })
+            .collect();
+        cfg
+    }
+
+    /// Runs a redeemed ticket's command, streaming frames into `tx`; returns once the run is
+    /// judged and committed or rolled back. The end frame is the caller's to send.
+    pub async fn run(
+        &self,
+        issued: &Issued,
+        env: Vec<(String, String)>,
+        tx: mpsc::Sender<Vec<u8>>,
+    ) -> Outcome {
+        let failed = |run_id: String, why: String| Outcome {
+            run_id,
+            exit: None,
+            signal: None,
+            status: RunStatus::Failed,
+            message: format!(
+                "cmdgate: the run of `{}` could not be finished ({why}); nothing was committed. \
+                 Retry, or tell the user (`cmdgate status`).",
+                issued.command
+            ),
+            detail: serde_json::json!({"status": "failed", "why": why}),
+            judged: None,
+        };
+        if let Some(why) = &self.unavailable {
+            return failed(String::new(), format!("mirror unavailable: {why}"));
+        }
+        let cfg = self.run_config(issued);
+        let cmd = MirrorCommand {
+            command: issued.command.clone(),
+            cwd: issued.cwd.clone(),
+            env,
+        };
+        let Ok(_permit) = self.slots.clone().acquire_owned().await else {
+            return failed(String::new(), "no run slot".into());
+        };
+        let started = Instant::now();
+        let run = match tokio::task::spawn_blocking(move || mirror::start(&cfg, &cmd)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return failed(String::new(), format!("the mirror did not start: {e}")),
+            Err(e) => return failed(String::new(), format!("the start thread failed: {e}")),
+        };
+        let mut run = run;
+        let run_id = run.run_id().to_owned();
+        let killer = run.killer();
+        let pumps: Vec<_> = [(run.take_stdout(), false), (run.take_stderr(), true)]
+            .into_iter()
+            .filter_map(|(f, is_err)| f.map(|f| (f, is_err)))
+            .map(|(mut file, is_err)| {
+                let tx = tx.clone();
+                let killer = killer.clone();
+                std::thread::spawn(move || {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let mut gone = false;
+                    loop {
+                        match file.read(&mut buf) {
+                            Ok(0) => break,
+                            Ok(n) if !gone => {
+                                let frames = output_frames(is_err, &buf[..n]);
+                                if tx.blocking_send(frames).is_err() {
+                                    // The client went away: kill the run, drain what is left.
+                                    gone = true;
+                                    killer.kill();
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(_) => break,
+                        }
+                    }
+                })
+            })
+            .collect();
+        let heartbeat = {
+            let tx = tx.clone();
+            let killer = killer.clone();
+            tokio::spawn(async move {
+                let beat = Frame::Heartbeat.encode();
+                loop {
+                    tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)).await;
+                    if tx.send(beat.clone()).await.is_err() {
+                        killer.kill();
+                        return;
+                    }
+                }
+            })
+        };
+        let waited = tokio::task::spawn_blocking(move || {
+            let finished = run.wait();
+            for p in pumps {
+                let _ = p.join();
+            }
+            finished
+        })
+        .await;
+        heartbeat.abort();
+        let finished = match waited {
+            Ok(Ok(f)) => f,
+            Ok(Err(e)) => return failed(run_id, format!("sandbox error: {e}")),
+            Err(e) => return failed(run_id, format!("the run thread failed: {e}")),
+        };
+        let client_gone = tx.is_closed();
+        let tr = &finished.run;
+        let scratch: Vec<String> = finished.scratch_writes().map(|e| e.to_string()).collect();
+        let mut detail = serde_json::json!({
+            "run_id": run_id,
+            "exit": tr.exit,
+            "signal": tr.signal,
+            "timed_out": tr.timed_out,
+            "killed": finished.killed,
+            "duration_ms": started.elapsed().as_millis() as u64,
+            "clean": tr.clean,
+            "why": tr.why,
+            "effects": tr.effects,
+        });
+        let base = |status: RunStatus, message: String, judged: Option<bool>| Outcome {
+            run_id: run_id.clone(),
+            exit: tr.exit,
+            signal: tr.signal,
+            status,
+            message,
+            detail: serde_json::Value::Null,
+            judged,
+        };
+        // What the policy refuses besides the sandbox's judgement: a persistence file, `.claude/`
+        // or another repository's config or hooks, at any depth (as for test-runs).
+        let refused = crate::engine::testrun::protected_effects(&tr.effects);
+        let mut outcome = if finished.killed || client_gone {
+            base(
+                RunStatus::Failed,
+                format!(
+                    "cmdgate: the run of `{}` was killed because its client went away (the Bash \
+                     tool's timeout, an interrupt); nothing it did was committed.",
+                    issued.command
+                ),
+                None,
+            )
+        } else if tr.timed_out {
+            base(
+                RunStatus::Failed,
+                format!(
+                    "cmdgate: `{}` ran past its {} s limit in the mirror and was killed; nothing \
+                     was committed. Give the Bash call a larger `timeout`, or ask the operator for \
+                     a `timeout=` on the tier-map entry.",
+                    issued.command,
+                    self.run_config(issued).limits.timeout.as_secs()
+                ),
+                None,
+            )
+        } else if !tr.clean || !refused.is_empty() {
+            let why = match (tr.clean, tr.why.is_empty()) {
+                (true, _) => refused.clone(),
+                (false, true) => vec!["the sandbox judged the run not clean".to_owned()],
+                (false, false) => tr.why.iter().chain(&refused).cloned().collect(),
+            };
+            base(
+                RunStatus::RolledBack,
+                rollback_message(&issued.command, &why),
+                Some(false),
+            )
+        } else {
+            base(RunStatus::Committed, String::new(), Some(true))
+        };
+        let effects: Vec<Effect> = tr.effects.clone();
+        if outcome.status == RunStatus::Committed {
+            let kept = finished.kept;
+            let cfg = self.commit.clone();
+            let state_dir = self.state_dir.clone();
+            let limits = self.journal;
+            let committed = tokio::task::spawn_blocking(move || {
+                let done = commit::commit(kept, &cfg);
+                if done.is_ok() {
+                    commit::prune(&state_dir, &limits);
+                }
+                done
+            })
+            .await;
+            match committed {
+                Ok(Ok(report)) => {
+                    detail["commit"] = serde_json::to_value(&report).unwrap_or_default();
+                    detail["undo"] = serde_json::json!(report.run_id);
+                    if !scratch.is_empty() {
+                        outcome.message = format!(
+                            "cmdgate: committed. Writes outside the workspace stayed in the \
+                             mirror and are gone: {}",
+                            scratch.join("; ")
+                        );
+                    }
+                }
+                Ok(Err(CommitError::Conflict { problems, kept })) => {
+                    let _ = kept.discard();
+                    let named: Vec<String> = problems.iter().map(|c| c.to_string()).collect();
+                    detail["conflicts"] = serde_json::json!(named);
+                    outcome.status = RunStatus::Conflict;
+                    outcome.judged = None;
+                    outcome.message = format!(
+                        "cmdgate: nothing of `{}` was committed: what it changed was changed on \
+                         the host while it ran ({}). Run it again.",
+                        issued.command,
+                        named.join("; ")
+                    );
+                }
+                Ok(Err(CommitError::Refused { problems, kept })) => {
+                    let _ = kept.discard();
+                    let named: Vec<String> = problems.iter().map(|c| c.to_string()).collect();
+                    detail["refused"] = serde_json::json!(named);
+                    outcome.status = RunStatus::RolledBack;
+                    outcome.judged = Some(false);
+                    outcome.message = rollback_message(&issued.command, &named);
+                }
+                Ok(Err(e)) => {
+                    let why = format!("commit failed: {e}");
+                    if let CommitError::Killed(kept) | CommitError::Io { kept, .. } = e {
+                        let _ = kept.discard();
+                    }
+                    outcome = failed(run_id.clone(), why);
+                    outcome.exit = tr.exit;
+                    outcome.signal = tr.signal;
+                }
+                Err(e) => {
+                    outcome = failed(run_id.clone(), format!("the commit thread failed: {e}"));
+                }
+            }
+        } else {
+            let kept = finished.kept;
+            // A discard that fails leaves a dir `recover` removes at the next start.
+            let _ = tokio::task::spawn_blocking(move || kept.discard()).await;
+        }
+        detail["status"] = serde_json::json!(outcome.status.as_str());
+        detail["effects"] = serde_json::to_value(&effects).unwrap_or_default();
+        outcome.detail = detail;
+        outcome
+    }
+}
+
+/// The client's last line after a rollback: what was refused and what the agent can do.
+fn rollback_message(command: &str, why: &[String]) -> String {
+    format!(
+        "cmdgate rolled back `{command}`: {}. Nothing it did reached the workspace (its output \
+         above is real). Change only build outputs and untracked files from commands, edit \
+         tracked files with the Edit/Write tools, or ask the user to allow it.",
+        why.join("; ")
+    )
+}

@@ -1,0 +1,267 @@
+//! Mirrored runs end to end (issue 19) through the real hook, the real `cmdgate-run` client and a
+//! real `cmdgated` with the real sandbox: the hook rewrites a tier-1/unknown Bash call into
+//! `cmdgate-run TICKET`; the client streams the command's output and exits with its status; clean
+//! effects are committed, dirty ones rolled back with the reason; overlapping runs conflict;
+//! `cmdgate undo` restores; tickets are one-use and bound to their directory; a daemon killed
+//! mid-run commits nothing and its next start repairs.
+
+#[allow(dead_code)]
+mod daemon_common;
+
+use std::io::{BufRead, BufReader, Read};
+
+use daemon_common::Gate;
+use serde_json::Value;
+
+fn gate() -> Gate {
+    let mut g = Gate::new();
+    g.init_signed();
+    g.start();
+    g
+}
+
+/// The newest `run` audit row for a tool_use_id.
+fn run_row(g: &Gate, tool_use_id: &str) -> Value {
+    g.audit("run")
+        .into_iter()
+        .filter(|r| r["tool_use_id"] == tool_use_id)
+        .max_by_key(|r| r["id"].as_i64())
+        .unwrap_or_else(|| panic!("no run row for {tool_use_id}"))
+}
+
+fn run_id(row: &Value) -> String {
+    row["note"]
+        .as_str()
+        .and_then(|n| n.strip_prefix("run "))
+        .unwrap_or_else(|| panic!("no run id in {row}"))
+        .to_owned()
+}
+
+#[test]
+fn a_failing_suite_shows_its_output_and_status_and_its_build_outputs_land() {
+    let g = gate();
+    std::fs::write(
+        g.proj.join("test.sh"),
+        "mkdir -p build\necho built > build/out.txt\necho 'running 2 tests'\n\
+         echo 'test add ... FAILED: expected 4, got 5' >&2\nexit 2\n",
+    )
+    .unwrap();
+    let rewritten = g.pre_rewrite("t1", "sh test.sh");
+    assert!(
+        rewritten.contains("cmdgate-run") && !rewritten.contains("test.sh"),
+        "{rewritten}"
+    );
+    let done = g.shell(&rewritten);
+    println!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        done.status,
+        done.stdout_text(),
+        done.stderr_text()
+    );
+    assert_eq!(done.status.code(), Some(2), "the command's own exit status");
+    assert!(done.stdout_text().contains("running 2 tests"));
+    assert!(done
+        .stderr_text()
+        .contains("test add ... FAILED: expected 4, got 5"));
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("build/out.txt")).unwrap(),
+        "built\n",
+        "a clean run's effects are committed, whatever its exit status"
+    );
+    let row = run_row(&g, "t1");
+    assert_eq!(row["decision"], "committed", "{row}");
+    assert_eq!(row["exit_code"], 2, "{row}");
+    let decision = g.decision_row("t1").expect("decision row");
+    assert_eq!(decision["decision"], "run", "{decision}");
+    // The ticket was used: the same command line runs nothing a second time.
+    let again = g.shell(&rewritten);
+    assert_eq!(again.status.code(), Some(126), "{}", again.stderr_text());
+    assert!(
+        again.stderr_text().contains("unknown or already used"),
+        "{}",
+        again.stderr_text()
+    );
+    assert!(g.verify()["broken"].is_null());
+}
+
+#[test]
+fn removing_a_tracked_file_is_rolled_back_with_the_reason() {
+    let g = gate();
+    let rewritten = g.pre_rewrite("t1", "rm tracked.txt");
+    let done = g.shell(&rewritten);
+    let err = done.stderr_text();
+    println!("exit {:?}\nstderr:\n{err}", done.status);
+    assert_ne!(done.status.code(), Some(0));
+    assert!(
+        err.contains("cmdgate rolled back `rm tracked.txt`") && err.contains("tracked.txt"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("tracked.txt")).unwrap(),
+        "precious\n"
+    );
+    assert_eq!(run_row(&g, "t1")["decision"], "rolled_back");
+}
+
+#[test]
+fn code_that_detects_the_mirror_only_ever_runs_in_it() {
+    let g = gate();
+    // Behaves "cleanly" when it believes it is in a sandbox (small pids, as in the mirror's pid
+    // namespace) and overwrites a tracked file otherwise. Its only run is in the mirror.
+    let sneaky = "python3 -c \"import os; open('tracked.txt','w').write('pwned') \
+                  if os.getpid() > 100 else open('stamp','w').write('x')\"";
+    let done = g.shell(&g.pre_rewrite("t1", sneaky));
+    println!("exit {:?}\nstderr:\n{}", done.status, done.stderr_text());
+    assert_eq!(done.status.code(), Some(0), "{}", done.stderr_text());
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("tracked.txt")).unwrap(),
+        "precious\n"
+    );
+    // The other branch (what it would do on a host) is judged like anything else: rolled back.
+    let loud = "python3 -c \"open('tracked.txt','w').write('pwned')\"";
+    let done = g.shell(&g.pre_rewrite("t2", loud));
+    assert_ne!(done.status.code(), Some(0));
+    assert!(
+        done.stderr_text().contains("cmdgate rolled back"),
+        "{}",
+        done.stderr_text()
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("tracked.txt")).unwrap(),
+        "precious\n"
+    );
+}
+
+#[test]
+fn overlapping_runs_one_commits_the_other_reports_the_conflict_and_undo_restores() {
+    let g = gate();
+    // A creates shared.txt, says so, then writes more than the pipes hold: it blocks until the
+    // test reads on, so B runs and commits entirely while A is still running.
+    let a_cmd = g.pre_rewrite(
+        "ta",
+        "echo A > shared.txt && echo ready && head -c 4000000 /dev/zero | tr '\\0' x",
+    );
+    let b_cmd = g.pre_rewrite("tb", "echo B > shared.txt");
+    let mut a = g.spawn_shell(&a_cmd);
+    let mut out = BufReader::new(a.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let b = g.shell(&b_cmd);
+    assert_eq!(b.status.code(), Some(0), "{}", b.stderr_text());
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("shared.txt")).unwrap(),
+        "B\n"
+    );
+    let mut rest = Vec::new();
+    out.read_to_end(&mut rest).unwrap();
+    assert_eq!(rest.len(), 4_000_000);
+    let mut err = String::new();
+    a.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = a.wait().unwrap();
+    println!("A: exit {status:?}\n{err}");
+    assert_ne!(status.code(), Some(0));
+    assert!(
+        err.contains("nothing of") && err.contains("shared.txt"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("shared.txt")).unwrap(),
+        "B\n",
+        "nothing of A was committed"
+    );
+    assert_eq!(run_row(&g, "ta")["decision"], "conflict");
+
+    // Undo B: shared.txt did not exist before it.
+    let b_run = run_id(&run_row(&g, "tb"));
+    let undone = g.cli_json(&["undo", &b_run, "--json"]);
+    println!("undo: {undone}");
+    assert!(!g.proj.join("shared.txt").exists(), "undo removed B's file");
+    let runs = g.cli_json(&["runs", "--json"]);
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["run_id"] == b_run.as_str()),
+        "{runs}"
+    );
+}
+
+#[test]
+fn a_ticket_runs_only_from_its_directory() {
+    let g = gate();
+    std::fs::create_dir(g.proj.join("sub")).unwrap();
+    // A leading `cd DIR &&` stays outside the client; the ticket is bound to DIR.
+    let rewritten = g.pre_rewrite("t1", "cd sub && touch made");
+    assert!(rewritten.starts_with("cd sub && "), "{rewritten}");
+    let client_part = rewritten.trim_start_matches("cd sub && ");
+    // Redeemed from the project root instead of sub: refused, nothing runs, the ticket is burnt.
+    let wrong = g.shell(client_part);
+    assert_eq!(wrong.status.code(), Some(126), "{}", wrong.stderr_text());
+    assert!(
+        wrong.stderr_text().contains("redeemed from"),
+        "{}",
+        wrong.stderr_text()
+    );
+    let late = g.shell(&rewritten);
+    assert_eq!(late.status.code(), Some(126), "{}", late.stderr_text());
+    assert!(!g.proj.join("sub/made").exists());
+    // A fresh one from the right directory runs there.
+    let ok = g.shell(&g.pre_rewrite("t2", "cd sub && touch made"));
+    assert_eq!(ok.status.code(), Some(0), "{}", ok.stderr_text());
+    assert!(g.proj.join("sub/made").exists());
+}
+
+#[test]
+fn a_daemon_killed_mid_run_commits_nothing_and_the_client_says_so() {
+    let mut g = gate();
+    let cmd = g.pre_rewrite(
+        "t1",
+        "touch made && echo started && head -c 4000000 /dev/zero | tr '\\0' x",
+    );
+    let mut child = g.spawn_shell(&cmd);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "started\n");
+    g.kill9();
+    let mut rest = Vec::new();
+    let _ = out.read_to_end(&mut rest);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    println!("client: exit {status:?}\n{err}");
+    assert_eq!(status.code(), Some(125), "{err}");
+    assert!(err.contains("went away"), "{err}");
+    assert!(!g.proj.join("made").exists(), "nothing was committed");
+    g.start();
+    assert!(!g.proj.join("made").exists());
+    // The next start repairs what the crash left (the killed run's upper dir is discarded by
+    // its helper or by recovery, whichever gets there first; recovery reports what it did), and
+    // nothing of the run was committed.
+    let recovered: Vec<Value> = g
+        .audit("run")
+        .into_iter()
+        .filter(|r| r["decision"] == "recovered")
+        .collect();
+    println!("recovered: {recovered:?}");
+    assert!(
+        recovered.iter().all(|r| r["reason"]
+            .as_str()
+            .is_some_and(|t| t.contains("could not repair []"))),
+        "{recovered:?}"
+    );
+    let runs = g.cli_json(&["runs", "--json"]);
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["row"]["decision"] != "committed"),
+        "{runs}"
+    );
+}
