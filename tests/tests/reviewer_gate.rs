@@ -143,6 +143,39 @@ fn allow_once_runs_that_call_and_makes_no_rule() {
     );
     assert!(g.verify()["broken"].is_null());
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+    // status and doctor show it, naming the key's variable, never the key.
+    let status = g.cli_json(&["status", "--json"]);
+    let r = &status["reviewer"];
+    assert_eq!(
+        (r["enabled"].as_bool(), r["api_key"].as_str()),
+        (Some(true), Some("set")),
+        "{r}"
+    );
+    assert_eq!(r["model"], "fake-reviewer");
+    let doctor = g.cli(&["doctor", "--json"]);
+    let doctor: Value = serde_json::from_str(&doctor.stdout_text()).unwrap();
+    let check = doctor["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "model reviewer")
+        .cloned()
+        .unwrap_or_else(|| panic!("no reviewer check: {doctor}"));
+    assert_eq!(check["status"], "ok", "{check}");
+    assert!(
+        check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("CMDGATE_TEST_REVIEWER_KEY"),
+        "{check}"
+    );
+    for text in [
+        status.to_string(),
+        doctor.to_string(),
+        std::fs::read_to_string(&out).unwrap(),
+    ] {
+        assert!(!text.contains(KEY), "the key leaked: {text}");
+    }
 }
 
 #[test]
