@@ -54,6 +54,17 @@ pub struct Config {
     pub console: ConsoleConfig,
     /// The optional model reviewer (docs/reviewer.md).
     pub reviewer: crate::engine::reviewer::ReviewerConfig,
+    /// Retention of the audit (`cmdgate audit prune`).
+    pub audit: AuditConfig,
+}
+
+/// Retention of `command_audit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuditConfig {
+    /// What `cmdgate audit prune` without `--before` keeps: the rows of the last N days (0: every
+    /// row; such a prune is refused).
+    pub retain_days: u32,
 }
 
 /// The web console: served on loopback only (`docs/console.md`).

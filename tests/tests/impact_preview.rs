@@ -119,4 +119,35 @@ fn previews_replay_the_audit_and_sign_prints_the_expansion() {
         out.find("more permissive").unwrap() < out.find("\nsigned ").unwrap(),
         "{out}"
     );
+
+    // Retention: pruning everything before now but the newest row keeps the chain verifiable, and says what
+    // the previews and the export lose.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        .to_string();
+    let text = g.cli(&["audit", "prune", "--before", &now]);
+    assert!(text.status.success(), "{}", text.stderr_text());
+    let text = text.stdout_text();
+    println!("{text}");
+    // The newest row (the third decision) always stays.
+    assert!(text.contains("(2 decisions)"), "{text}");
+    assert!(text.contains("no longer replay"), "{text}");
+    let verify = g.verify();
+    assert!(verify["broken"].is_null(), "{verify}");
+    let v = g.cli_json(&[
+        "tiermap",
+        "preview",
+        proposed.to_str().unwrap(),
+        "--project",
+        g.proj.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(v["replayed"], 1, "{v}");
+    // A new request after the cut is chained and verified like any other.
+    g.pre("p4", "git commit -m four");
+    assert!(g.decision_row("p4").is_some());
+    let verify = g.verify();
+    assert!(verify["broken"].is_null(), "{verify}");
 }

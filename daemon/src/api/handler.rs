@@ -143,6 +143,17 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
             Ok(report) => ApiResponse::json(200, &report),
             Err(e) => internal(e),
         },
+        ApiRequest::AuditPrune(p) => {
+            let now = crate::clock::now_ms();
+            match engine
+                .store()
+                .write(move |c| audit::prune(c, p.before_ms, now))
+                .await
+            {
+                Ok(pruned) => ApiResponse::json(200, &pruned),
+                Err(e) => internal(e),
+            }
+        }
         ApiRequest::Rules => match engine.rules_list().await {
             Ok((revision, rules)) => ApiResponse::json(200, &RulesList { revision, rules }),
             Err(e) => internal(e),

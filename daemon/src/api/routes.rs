@@ -19,6 +19,7 @@
 //! | `POST /admin/audit/query` | `store::audit::Query` | `[AuditRow]` |
 //! | `GET /admin/audit/{id}` | none | `{"row": AuditRow, "outcomes": [AuditRow]}` or 404 |
 //! | `GET /admin/audit/verify` | none | `ChainReport` |
+//! | `POST /admin/audit/prune` | `{"before_ms"}` | `store::audit::Pruned` or `null` when nothing is that old |
 //! | `GET /admin/rules` | none | `{"revision": N, "rules": [StoredRule]}` |
 //! | `GET /admin/rules/{id}` | none | `{"rule", "sources": [AuditRow], "history": [AuditRow], "matched": [AuditRow]}` or 404 |
 //! | `POST /admin/rules` | `{"kind", "project", "command", "note"?, "if_revision"?}` | `{"id", "key", "project", "revision"}` |
@@ -44,7 +45,9 @@ use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PA
 use serde::{Deserialize, Serialize};
 
 use crate::api::stream::Streamed;
-use crate::api::types::{AddRule, AnswerPending, PendingAnswer, ResetBreaker, RuleEdit};
+use crate::api::types::{
+    AddRule, AnswerPending, PendingAnswer, PruneAudit, ResetBreaker, RuleEdit,
+};
 use crate::engine::Role;
 use crate::store::audit::Query;
 
@@ -59,6 +62,7 @@ pub enum ApiRequest {
     AuditQuery(Query),
     AuditShow(i64),
     AuditVerify,
+    AuditPrune(PruneAudit),
     Rules,
     RuleShow(i64),
     AddRule(AddRule),
@@ -183,6 +187,9 @@ impl ApiRequest {
                 }))
             }
             (Role::Admin, "GET", ["admin", "audit", "verify"]) => Ok(ApiRequest::AuditVerify),
+            (Role::Admin, "POST", ["admin", "audit", "prune"]) => {
+                Ok(ApiRequest::AuditPrune(json(body)?))
+            }
             (Role::Admin, "GET", ["admin", "audit", id]) => id
                 .parse()
                 .map(ApiRequest::AuditShow)

@@ -91,6 +91,15 @@ pub struct RuleEdit {
     pub if_revision: Option<i64>,
 }
 
+/// `POST /admin/audit/prune`: delete the audit rows before a time (a checkpoint row keeps the
+/// chain verifiable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneAudit {
+    /// Rows older than this (ms since the epoch) go; the newest row always stays.
+    pub before_ms: i64,
+}
+
 /// `POST /admin/breaker/reset`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResetBreaker {

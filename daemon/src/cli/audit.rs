@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::api::serve;
-use crate::api::types::AuditShown;
+use crate::api::types::{AuditShown, PruneAudit};
 use crate::cli::client;
 use crate::store::audit::{self, AuditRow, ChainReport, Query};
 
@@ -67,6 +67,14 @@ pub enum AuditCommand {
     /// Counts by decision, source and tier, top denied commands, breaker trips, promotions,
     /// decision latency (read-only, straight from the store file).
     Stats(crate::cli::stats::StatsArgs),
+    /// Delete the rows before a date (UTC `YYYY-MM-DD`, or ms since the epoch; default: the
+    /// config's `audit.retain_days`). A checkpoint row keeps the chain verifiable across the cut.
+    Prune {
+        #[arg(long)]
+        before: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Walk the hash chain; exits 1 when it is broken.
     Verify {
         /// Verify this store file directly (read-only) instead of asking the daemon.
@@ -200,6 +208,52 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Stats(args) => crate::cli::stats::run(args),
+        AuditCommand::Prune { before, json } => {
+            let (config, _) = serve::load(None)?;
+            let before_ms = match before {
+                Some(d) => parse_date(&d)?,
+                None if config.audit.retain_days > 0 => {
+                    crate::clock::now_ms() - i64::from(config.audit.retain_days) * 86_400_000
+                }
+                None => anyhow::bail!(
+                    "give --before DATE, or set `[audit] retain_days` in config.toml (it is 0: keep everything)"
+                ),
+            };
+            let pruned: Option<audit::Pruned> = client::call(
+                &admin,
+                "POST",
+                "/admin/audit/prune",
+                Some(&PruneAudit { before_ms }),
+            )?
+            .value;
+            if json {
+                println!("{}", json!(pruned));
+                return Ok(ExitCode::SUCCESS);
+            }
+            match pruned {
+                None => println!("nothing to prune: no row (but the newest) is older than that"),
+                Some(p) => {
+                    println!(
+                        "pruned {} audit rows ({} decisions) through #{}; checkpoint row #{} carries \
+                         that row's hash ({}), so `cmdgate audit verify` still checks every row kept.",
+                        p.rows,
+                        p.decisions,
+                        p.through_id,
+                        p.checkpoint_id,
+                        &p.head_hash[..16.min(p.head_hash.len())]
+                    );
+                    println!(
+                        "lost with them: `cmdgate tiermap preview` / `rules preview` no longer replay \
+                         those {} decisions, `cmdgate export` no longer exports them (nor the \
+                         outcomes and notes they carried), and `rules show` lists no provenance rows \
+                         before #{} (the rules themselves stay).",
+                        p.decisions,
+                        p.through_id + 1
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         AuditCommand::Verify { db, json } => {
             let report: ChainReport = match db {
                 Some(path) => audit::verify(&crate::store::open_read_only(&path)?)?,
@@ -225,5 +279,39 @@ pub fn run(args: AuditArgs) -> anyhow::Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+    }
+}
+
+/// `YYYY-MM-DD` (UTC midnight) or milliseconds since the epoch.
+fn parse_date(s: &str) -> anyhow::Result<i64> {
+    if let Ok(ms) = s.parse::<i64>() {
+        return Ok(ms);
+    }
+    let parts: Vec<&str> = s.split('-').collect();
+    let [y, m, d] = parts.as_slice() else {
+        anyhow::bail!("--before {s:?}: write YYYY-MM-DD (UTC) or milliseconds since the epoch");
+    };
+    let (y, m, d): (i64, i64, i64) = (y.parse()?, m.parse()?, d.parse()?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        anyhow::bail!("--before {s:?}: no such date");
+    }
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    Ok((era * 146_097 + doe - 719_468) * 86_400_000)
+}
+
+#[cfg(test)]
+mod date_tests {
+    #[test]
+    fn dates_are_utc_midnights() {
+        assert_eq!(super::parse_date("1970-01-01").unwrap(), 0);
+        assert_eq!(super::parse_date("2025-12-01").unwrap(), 1_764_547_200_000);
+        assert_eq!(super::parse_date("1234").unwrap(), 1234);
+        assert!(super::parse_date("2025-13-01").is_err());
+        assert!(super::parse_date("yesterday").is_err());
     }
 }

@@ -42,6 +42,9 @@ pub enum Kind {
     Run,
     /// An integrity event outside a decision: a routed call Claude Code ran without its client.
     Integrity,
+    /// The operator pruned the rows before a date: the row names the last pruned row
+    /// (`decision_id`) and its hash (`note`), where the remaining chain continues.
+    Checkpoint,
 }
 
 impl Kind {
@@ -58,6 +61,7 @@ impl Kind {
             Kind::Rule => "rule",
             Kind::Run => "run",
             Kind::Integrity => "integrity",
+            Kind::Checkpoint => "checkpoint",
         }
     }
 
@@ -74,6 +78,7 @@ impl Kind {
             Kind::Rule,
             Kind::Run,
             Kind::Integrity,
+            Kind::Checkpoint,
         ]
         .into_iter()
         .find(|k| k.as_str() == s)
@@ -421,10 +426,14 @@ impl ChainReport {
 
 /// Walks the whole chain from the first row, recomputing every hash.
 pub fn verify(conn: &Connection) -> Result<ChainReport, StoreError> {
+    // After a prune the chain starts at the row after the cut, from the hash a checkpoint row
+    // (itself inside the verified chain, so it cannot be forged without breaking it) vouches for.
+    let (mut prev, mut expected_id) = match cut(conn)? {
+        Some((through, head)) => (head, through + 1),
+        None => (GENESIS.to_owned(), 1),
+    };
     let mut stmt = conn.prepare(&format!("SELECT {COLUMNS} FROM command_audit ORDER BY id"))?;
     let mut rows = stmt.query([])?;
-    let mut prev = GENESIS.to_owned();
-    let mut expected_id = 1;
     let mut report = ChainReport {
         rows: 0,
         last_id: None,
@@ -459,6 +468,78 @@ pub fn verify(conn: &Connection) -> Result<ChainReport, StoreError> {
         expected_id += 1;
     }
     Ok(report)
+}
+
+/// The newest checkpoint: the last pruned row's id and hash, when rows were pruned.
+pub fn cut(conn: &Connection) -> Result<Option<(i64, String)>, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT decision_id, note FROM command_audit WHERE kind = 'checkpoint' \
+             AND decision_id IS NOT NULL AND note IS NOT NULL ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?)
+}
+
+/// What [`prune`] removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pruned {
+    /// Rows deleted.
+    pub rows: u64,
+    /// Decision rows among them (what replay and export no longer see).
+    pub decisions: u64,
+    /// The last pruned row and its hash: the remaining chain continues from it.
+    pub through_id: i64,
+    pub head_hash: String,
+    /// The checkpoint row appended to the chain.
+    pub checkpoint_id: i64,
+}
+
+/// Deletes every row before `before_ms` — the prefix of the chain up to the last such row — and
+/// appends a checkpoint row naming the last pruned row and its hash, so [`verify`] still checks
+/// everything kept. `None` when nothing is that old. Call it inside one transaction.
+pub fn prune(conn: &Connection, before_ms: i64, at_ms: i64) -> Result<Option<Pruned>, StoreError> {
+    let through: Option<(i64, String)> = conn
+        .query_row(
+            // Never the newest row: the chain (and the ids) continue from it.
+            "SELECT id, hash FROM command_audit WHERE id = (SELECT MAX(id) FROM command_audit \
+             WHERE at_ms < ?1 AND id < (SELECT MAX(id) FROM command_audit))",
+            [before_ms],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((through_id, head_hash)) = through else {
+        return Ok(None);
+    };
+    let decisions: i64 = conn.query_row(
+        "SELECT COUNT(*) FROM command_audit WHERE id <= ?1 AND kind = 'decision'",
+        [through_id],
+        |r| r.get(0),
+    )?;
+    let decisions = u64::try_from(decisions).unwrap_or(0);
+    let rows = conn.execute("DELETE FROM command_audit WHERE id <= ?1", [through_id])? as u64;
+    let checkpoint = append(
+        conn,
+        Entry {
+            at_ms,
+            kind: Kind::Checkpoint.as_str().into(),
+            decision_id: Some(through_id),
+            note: Some(head_hash.clone()),
+            reason: Some(format!(
+                "pruned {rows} audit rows through #{through_id} (everything before {before_ms} ms); \
+                 the chain continues from that row's hash"
+            )),
+            ..Entry::default()
+        },
+    )?;
+    Ok(Some(Pruned {
+        rows,
+        decisions,
+        through_id,
+        head_hash,
+        checkpoint_id: checkpoint.id,
+    }))
 }
 
 /// What the `decision` of a `breaker` audit row says: a breaker's transition (stored as the
@@ -503,6 +584,63 @@ impl rusqlite::types::FromSql for BreakerDecision {
         serde_json::from_str(text)
             .map(BreakerDecision::Transition)
             .map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+    }
+}
+
+#[cfg(test)]
+mod prune_tests {
+    use super::*;
+
+    fn db() -> Connection {
+        let mut c = Connection::open_in_memory().unwrap();
+        crate::store::migrate(&mut c).unwrap();
+        c
+    }
+
+    fn row(at_ms: i64) -> Entry {
+        Entry {
+            at_ms,
+            kind: Kind::Decision.as_str().into(),
+            command: Some(format!("cmd {at_ms}")),
+            ..Entry::default()
+        }
+    }
+
+    #[test]
+    fn a_pruned_prefix_leaves_a_verifiable_chain_and_tampering_still_shows() {
+        let c = db();
+        for t in 1..=10 {
+            append(&c, row(t * 100)).unwrap();
+        }
+        let p = prune(&c, 550, 2000).unwrap().expect("something pruned");
+        assert_eq!((p.rows, p.decisions, p.through_id), (5, 5, 5));
+        assert_eq!(p.checkpoint_id, 11);
+        let report = verify(&c).unwrap();
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.rows, 6, "rows 6..=10 and the checkpoint");
+        // New rows continue the chain and the ids.
+        assert_eq!(append(&c, row(3000)).unwrap().id, 12);
+        assert!(verify(&c).unwrap().ok());
+        // Deleting a kept row is still caught, as before.
+        c.execute("DELETE FROM command_audit WHERE id = 7", [])
+            .unwrap();
+        assert_eq!(verify(&c).unwrap().broken.unwrap().id, 8);
+    }
+
+    #[test]
+    fn the_newest_row_is_never_pruned_and_a_forged_cut_is_caught() {
+        let c = db();
+        for t in 1..=3 {
+            append(&c, row(t)).unwrap();
+        }
+        let p = prune(&c, 1_000, 2_000).unwrap().unwrap();
+        assert_eq!(p.through_id, 2, "row 3 stays");
+        assert!(verify(&c).unwrap().ok());
+        assert!(prune(&c, 0, 3_000).unwrap().is_none());
+        // Deleting the oldest kept row without a checkpoint for it breaks the chain.
+        c.execute("DELETE FROM command_audit WHERE id = 3", [])
+            .unwrap();
+        assert!(verify(&c).unwrap().broken.is_some());
     }
 }
 

@@ -484,11 +484,19 @@ pub fn rule_shown(
         return Ok(None);
     };
     let mut sources = Vec::new();
+    let pruned_through = audit::cut(c)?.map(|(through, _)| through);
     for a in &rule.provenance {
-        // A provenance id with no row would be a corrupt store: say so rather than hide it.
-        sources.push(audit::get(c, *a)?.ok_or_else(|| {
-            StoreError::Corrupt(format!("rule {id} names missing audit row {a}"))
-        })?);
+        match audit::get(c, *a)? {
+            Some(row) => sources.push(row),
+            // Pruned with the rows before a date (`cmdgate audit prune`): the rule stays.
+            None if pruned_through.is_some_and(|t| *a <= t) => {}
+            // Any other provenance id with no row would be a corrupt store: say so.
+            None => {
+                return Err(StoreError::Corrupt(format!(
+                    "rule {id} names missing audit row {a}"
+                )))
+            }
+        }
     }
     let mut history = audit::naming_rule(
         c,
