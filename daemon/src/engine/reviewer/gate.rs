@@ -11,9 +11,12 @@ use std::time::{Duration, Instant};
 
 use cmdgate_policy::breaker::Signal;
 use cmdgate_policy::decide::{canonical_key, Decision, RuleSet, Step, Tool};
+use cmdgate_policy::locations::Mode;
 use cmdgate_policy::shell::{self, Analysis, Limits};
 use cmdgate_policy::tiermap::Snapshot;
-use cmdgate_policy::wire::{self, DecideRequest, DecideResponse, TranscriptTurns, Verdict};
+use cmdgate_policy::wire::{
+    self, DecideRequest, DecideResponse, ReviewerMode, TranscriptTurns, Verdict,
+};
 use serde_json::Value;
 
 use super::evidence::{
@@ -71,7 +74,9 @@ impl Engine {
         asked.decision == Verdict::Ask
             && eligible
             && asked.audit_id.is_some()
-            && self.reviewer.enabled_for(req.reviewer)
+            && self
+                .reviewer
+                .enabled_for(session_override(self.paths.mode, req.reviewer))
     }
 
     /// Lets the reviewer answer `asked`; returns the answer for the hook (an ask goes on to the
@@ -480,6 +485,16 @@ impl Engine {
     }
 }
 
+/// The session's override as the daemon honours it. In system mode the agent's uid can write its
+/// own decide requests, so only `off` (which tightens) counts; `on` would let the agent hand its
+/// asks to a model the operator left off.
+fn session_override(mode: Mode, asked: Option<ReviewerMode>) -> Option<ReviewerMode> {
+    match (mode, asked) {
+        (Mode::System, Some(ReviewerMode::On)) => None,
+        (_, m) => m,
+    }
+}
+
 enum Recheck {
     Same,
     Deny(String),
@@ -498,4 +513,18 @@ fn with_reviewer_note(mut asked: DecideResponse, why: &str) -> DecideResponse {
         contract::bounded(why, 600)
     );
     asked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_mode_honours_only_off_from_a_request() {
+        use ReviewerMode::{Off, On};
+        assert_eq!(session_override(Mode::System, Some(On)), None);
+        assert_eq!(session_override(Mode::System, Some(Off)), Some(Off));
+        assert_eq!(session_override(Mode::User, Some(On)), Some(On));
+        assert_eq!(session_override(Mode::User, None), None);
+    }
 }
