@@ -102,6 +102,18 @@ pub struct RunConfig {
     /// refused. [`RunConfig::new`] starts it with the state dir.
     #[serde(default)]
     pub masks: Vec<PathBuf>,
+    /// Mask the secrets of `cmdgate_policy::secrets` too (see [`crate::secrets`]): on unless the
+    /// caller turns it off for one run.
+    #[serde(default = "yes")]
+    pub mask_secrets: bool,
+    /// The operator's own secret patterns (config `secret_paths`, same syntax as the table),
+    /// masked like the table's when `mask_secrets` is on.
+    #[serde(default)]
+    pub secret_paths: Vec<String>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl RunConfig {
@@ -139,6 +151,8 @@ impl RunConfig {
             protected: default_protected(),
             env,
             masks: vec![state_dir.clone()],
+            mask_secrets: true,
+            secret_paths: Vec::new(),
         }
     }
 }

@@ -748,7 +748,15 @@ impl UpperGuard {
 /// workspace is refused (it would hide what the command must work on).
 fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
-    for path in &cfg.masks {
+    let mut paths = cfg.masks.clone();
+    if cfg.mask_secrets {
+        // Computed here, right before the mounts, so the list is what exists now.
+        let secrets =
+            crate::secrets::secret_masks(cfg.home.as_deref(), &cfg.workspace, &cfg.secret_paths)
+                .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))?;
+        paths.extend(secrets.into_iter().filter(|p| !cfg.masks.contains(p)));
+    }
+    for path in &paths {
         if !path.is_absolute() || cfg.workspace.starts_with(path) {
             return Err(HelperError::Invalid(format!(
                 "mask {} is relative or contains the workspace",

@@ -31,6 +31,7 @@ pub mod peer;
 pub mod privilege;
 pub mod protocol;
 mod run;
+pub mod secrets;
 pub mod setup;
 pub mod store;
 pub mod syscall;

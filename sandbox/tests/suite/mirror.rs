@@ -174,3 +174,78 @@ fn a_run_over_its_upper_limit_is_killed_and_not_clean() {
     );
     assert!(!fin.run.clean);
 }
+
+#[test]
+fn secrets_are_masked_for_opaque_code() {
+    let env = Env::new();
+    let put = |p: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    put(env.home.join(".ssh/id_rsa"), "SECRET-SSH-KEY\n");
+    put(env.home.join(".aws/credentials"), "SECRET-AWS\n");
+    put(env.home.join(".netrc"), "SECRET-NETRC\n");
+    put(env.ws.join(".env"), "SECRET-DOTENV\n");
+    put(env.ws.join("app/.env.production"), "SECRET-DOTENV-PROD\n");
+    put(env.home.join("vault/token"), "SECRET-OPERATOR\n");
+    put(env.ws.join("src/main.py"), "VISIBLE-SOURCE\n");
+    // A link in the workspace to a secret elsewhere reaches the mask, not the data.
+    std::os::unix::fs::symlink(env.home.join(".aws/credentials"), env.ws.join("creds"))
+        .expect("symlink");
+    let mut config = env.config();
+    config.secret_paths = vec![format!("{}/vault", env.home.display())];
+    let script = "PATH=/usr/bin:/bin:$PATH python3 -c '
+import os, sys
+home = os.environ[\"HOME\"]
+for p in [home + \"/.ssh/id_rsa\", home + \"/.aws/credentials\", home + \"/.netrc\",
+          \".env\", \"app/.env.production\", home + \"/vault/token\", \"creds\", \"src/main.py\"]:
+    try:
+        print(p, repr(open(p).read()))
+    except Exception as e:
+        print(p, \"error\", type(e).__name__)
+print(\"ssh dir\", os.listdir(home + \"/.ssh\"))
+try:
+    open(home + \"/.ssh/planted\", \"w\").write(\"x\")
+    print(\"ssh dir writable\")
+except OSError as e:
+    print(\"ssh dir read-only\", e.errno)
+'";
+    let (out, err, fin) = mirrored_with(&config, &command(&env, script));
+    for leak in [
+        "SECRET-SSH-KEY",
+        "SECRET-AWS",
+        "SECRET-NETRC",
+        "SECRET-DOTENV",
+        "SECRET-OPERATOR",
+        "id_rsa'",
+        "ssh dir writable",
+    ] {
+        assert!(!out.contains(leak), "{leak} reachable:\n{out}\n{err}");
+    }
+    assert!(out.contains("VISIBLE-SOURCE"), "{out}\n{err}");
+    assert!(out.contains("ssh dir []"), "{out}\n{err}");
+    assert!(out.contains("ssh dir read-only"), "{out}\n{err}");
+    // Nothing of the masks becomes a file effect, and the host files are untouched. (Not
+    // `clean`: the upper-dir guard also counts free space on the test machine's disk.)
+    let files: Vec<_> = fin
+        .run
+        .effects
+        .iter()
+        .filter(|e| e.location().is_some())
+        .collect();
+    assert!(files.is_empty(), "{files:?}");
+    fin.kept.discard().expect("discard");
+    assert_eq!(
+        std::fs::read_to_string(env.ws.join(".env")).expect("read"),
+        "SECRET-DOTENV\n"
+    );
+
+    // A test-run masks the same.
+    let run = crate::common::run_with(&config, "cat .env ~/.ssh/id_rsa creds; true");
+    assert!(!run.stdout.contains("SECRET"), "{}", run.stdout);
+
+    // The operator can turn masking off for one run (a tier-map entry that needs a key).
+    config.mask_secrets = false;
+    let run = crate::common::run_with(&config, "cat ~/.ssh/id_rsa");
+    assert!(run.stdout.contains("SECRET-SSH-KEY"), "{}", run.stdout);
+}

@@ -1,0 +1,263 @@
+//! Secret masks: the host paths of `cmdgate_policy::secrets` (the one secret list) made
+//! unreachable inside the mirror, so code cmdgate cannot analyse (a script, `python3 -c`, a build
+//! step) finds nothing where a key or token lives.
+//!
+//! What is masked, computed by the helper right before the mounts: every anchored entry of the
+//! table (`~/.ssh`, `~/.aws`, `~/.cargo/credentials*`, `/etc/shadow`, …; `*` expanded against the
+//! host), every entry of the home directory whose name is a secret file name (`~/.netrc`,
+//! `~/.npmrc`, `~/.git-credentials`, …), the workspace's environment files (`.env`, `.env.*`,
+//! `.envrc`, … at any depth, except under `.git`, `node_modules` and `target`), and the operator's
+//! `secret_paths` (anchored ones where they point, name patterns in the home directory and the
+//! workspace). Symlinks are resolved so the mask sits where the data is. Only the workspace's
+//! environment files are masked by name there: a project's `credentials/` module or test `*.pem`
+//! fixtures stay readable (the hook still asks before a command names them).
+//!
+//! Not covered: a secret path created on the host while the run is running (the mask list is fixed
+//! when the mirror is built), and anything under `/proc`, `/sys`, `/dev` (the mirror has its own).
+
+use cmdgate_policy::secrets::{Category, SecretPaths, SECRET_PATTERNS, SECRET_TABLE};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Directories of the workspace not searched for environment files: git's own store and the
+/// dependency and build trees tools generate.
+const SKIPPED_DIRS: &[&str] = &[".git", "node_modules", "target"];
+
+/// The masks for a run in `workspace` with the agent's `home` and the operator's extra secret
+/// patterns `extra` (same syntax as the table). Paths are absolute as the mirror shows them; a
+/// path that contains the workspace is left out (it would hide the work itself). Missing paths
+/// are skipped; an error reading what exists is an error (the run is refused, never unmasked).
+pub fn secret_masks(
+    home: Option<&Path>,
+    workspace: &Path,
+    extra: &[String],
+) -> io::Result<Vec<PathBuf>> {
+    let home_str = home.map(|h| h.to_string_lossy().into_owned());
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    let patterns = SECRET_PATTERNS
+        .iter()
+        .copied()
+        .chain(extra.iter().map(String::as_str));
+    let mut names: Vec<&str> = Vec::new();
+    for pattern in patterns {
+        let anchored = if let Some(rest) = pattern.strip_prefix("~/") {
+            home_str
+                .as_ref()
+                .map(|h| format!("{}/{rest}", h.trim_end_matches('/')))
+        } else if pattern.starts_with('/') {
+            Some(pattern.to_owned())
+        } else {
+            names.push(pattern);
+            None
+        };
+        if let Some(abs) = anchored {
+            expand(Path::new(&abs), &mut candidates)?;
+        }
+    }
+    // Secret file names directly in the home directory (`~/.netrc`, `~/.pypirc`).
+    if let (Some(home), Some(h)) = (home, &home_str) {
+        let all = SecretPaths::new(&names, h);
+        for (path, name) in entries(home)? {
+            if all.secret_name(&name) {
+                candidates.push(path);
+            }
+        }
+    }
+    // The workspace's environment files, and the operator's own name patterns, at any depth.
+    let env_names: Vec<&str> = SECRET_TABLE
+        .iter()
+        .filter(|e| e.category == Category::EnvFiles)
+        .map(|e| e.pattern)
+        .filter(|p| !p.starts_with(['~', '/']))
+        .chain(
+            extra
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !p.starts_with(['~', '/'])),
+        )
+        .collect();
+    let env = SecretPaths::new(&env_names, home_str.as_deref().unwrap_or("/"));
+    let mut stack = vec![workspace.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for (path, name) in entries(&dir)? {
+            if env.secret_name(&name) {
+                candidates.push(path);
+            } else if !SKIPPED_DIRS.contains(&name.as_str())
+                && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
+            {
+                stack.push(path);
+            }
+        }
+    }
+
+    // Where the mirror shows each path: symlinks resolved on the host, then put back under the
+    // workspace / home path the mirror mounts its overlays at (they may be spelled through a link).
+    let mut roots = vec![(canonical_or_same(workspace)?, workspace.to_path_buf())];
+    if let Some(home) = home {
+        roots.push((canonical_or_same(home)?, home.to_path_buf()));
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for c in candidates {
+        let real = match std::fs::canonicalize(&c) {
+            Ok(p) => p,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", c.display()))),
+        };
+        let shown = roots
+            .iter()
+            .find_map(|(canon, spelled)| real.strip_prefix(canon).ok().map(|rel| spelled.join(rel)))
+            .unwrap_or(real);
+        if ["/proc", "/sys", "/dev"]
+            .iter()
+            .any(|p| shown.starts_with(p))
+            || workspace.starts_with(&shown)
+        {
+            continue;
+        }
+        if !out.contains(&shown) {
+            out.push(shown);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn canonical_or_same(p: &Path) -> io::Result<PathBuf> {
+    match std::fs::canonicalize(p) {
+        Ok(c) => Ok(c),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(p.to_path_buf()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The entries of `dir` (none when it does not exist or is not a directory).
+fn entries(dir: &Path) -> io::Result<Vec<(PathBuf, String)>> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
+            return Ok(Vec::new())
+        }
+        Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display()))),
+    };
+    let mut out = Vec::new();
+    for entry in read {
+        let entry = entry?;
+        out.push((
+            entry.path(),
+            entry.file_name().to_string_lossy().into_owned(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Every existing path matching the absolute pattern `abs` (`*` and `?` within a component).
+fn expand(abs: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let mut partial = vec![PathBuf::from("/")];
+    for comp in abs.components().skip(1) {
+        let comp = comp.as_os_str().to_string_lossy();
+        let mut next = Vec::new();
+        for base in &partial {
+            if comp.contains(['*', '?']) {
+                for (path, name) in entries(base)? {
+                    if wildcard(comp.as_bytes(), name.as_bytes()) {
+                        next.push(path);
+                    }
+                }
+            } else {
+                next.push(base.join(comp.as_ref()));
+            }
+        }
+        partial = next;
+    }
+    out.extend(
+        partial
+            .into_iter()
+            .filter(|p| std::fs::symlink_metadata(p).is_ok()),
+    );
+    Ok(())
+}
+
+/// Shell-style match of one component: `*` any run, `?` one byte, everything else literal.
+fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
+    match (pattern.first(), name.first()) {
+        (None, None) => true,
+        (Some(b'*'), _) => {
+            wildcard(&pattern[1..], name) || (!name.is_empty() && wildcard(pattern, &name[1..]))
+        }
+        (Some(b'?'), Some(_)) => wildcard(&pattern[1..], &name[1..]),
+        (Some(p), Some(n)) if p == n => wildcard(&pattern[1..], &name[1..]),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcard_matches_one_component() {
+        assert!(wildcard(b"credentials*", b"credentials.toml"));
+        assert!(wildcard(b"ssh_host_*_key", b"ssh_host_ed25519_key"));
+        assert!(!wildcard(b"ssh_host_*_key", b"ssh_host_ed25519_key.pub"));
+        assert!(wildcard(b"a?c", b"abc"));
+        assert!(!wildcard(b"a?c", b"ac"));
+    }
+
+    #[test]
+    fn table_locations_name_files_and_workspace_env_files_are_masked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path().join("home");
+        let ws = home.join("proj");
+        for d in [
+            ".ssh",
+            ".aws",
+            ".config/gh",
+            ".cargo",
+            "proj/app/node_modules/x",
+        ] {
+            std::fs::create_dir_all(home.join(d)).expect("mkdir");
+        }
+        for f in [
+            ".netrc",
+            ".cargo/credentials.toml",
+            ".cargo/config.toml",
+            "proj/.env",
+            "proj/app/.env.local",
+            "proj/app/.env.example",
+            "proj/app/node_modules/x/.env",
+            "proj/id_rsa",
+            "proj/vault.txt",
+        ] {
+            std::fs::write(home.join(f), "x").expect("write");
+        }
+        std::os::unix::fs::symlink(home.join(".aws"), ws.join("aws-link")).expect("symlink");
+        let masks = secret_masks(Some(&home), &ws, &["vault.txt".to_string()]).expect("masks");
+        let rel: Vec<String> = masks
+            .iter()
+            .filter_map(|p| p.strip_prefix(&home).ok())
+            .map(|p| p.display().to_string())
+            .collect();
+        for want in [
+            ".ssh",
+            ".aws",
+            ".config/gh",
+            ".netrc",
+            ".cargo/credentials.toml",
+            "proj/.env",
+            "proj/app/.env.local",
+            "proj/vault.txt",
+        ] {
+            assert!(rel.contains(&want.to_string()), "{want} not in {rel:?}");
+        }
+        for not in [
+            ".cargo/config.toml",
+            "proj/app/.env.example",
+            "proj/app/node_modules/x/.env",
+            "proj/id_rsa",
+            "proj/aws-link",
+            "proj",
+        ] {
+            assert!(!rel.contains(&not.to_string()), "{not} in {rel:?}");
+        }
+    }
+}
