@@ -265,3 +265,73 @@ fn a_daemon_killed_mid_run_commits_nothing_and_the_client_says_so() {
         "{runs}"
     );
 }
+
+#[test]
+fn a_client_that_goes_away_kills_its_run_and_nothing_is_committed() {
+    let g = gate();
+    // What the Bash tool's timeout (or Ctrl-C) does to the client: it dies mid-run.
+    let cmd = g.pre_rewrite(
+        "t1",
+        "touch made && echo started && head -c 4000000 /dev/zero | tr '\\0' x",
+    );
+    let mut child = g.spawn_shell(&cmd);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "started\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(out);
+    // The daemon notices at its next write, kills the run and records it: wait for that row.
+    let started = std::time::Instant::now();
+    let row = loop {
+        if let Some(r) = g
+            .audit("run")
+            .into_iter()
+            .find(|r| r["tool_use_id"] == "t1")
+        {
+            break r;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "no run row after the client went away"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    println!("run row: {row}");
+    assert_eq!(row["decision"], "failed", "{row}");
+    assert!(
+        row["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("client went away")),
+        "{row}"
+    );
+    assert!(!g.proj.join("made").exists(), "nothing was committed");
+}
+
+#[test]
+fn a_routed_call_reported_without_its_client_is_an_integrity_event() {
+    let g = gate();
+    // (A call that ran through its client is no event: `mission_claude_code::a_tier_1_command_runs_
+    // once_in_the_mirror_its_effects_land_and_its_outcome_is_audited`.)
+    // Claude Code reports having run the original command: it ignored the rewrite.
+    g.pre_rewrite("t2", "touch ok2.txt");
+    g.post("t2", "touch ok2.txt", true);
+    let events = g.audit("integrity");
+    println!("integrity rows: {events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["decision"] == "rewrite_ignored" && e["tool_use_id"] == "t2"),
+        "{events:?}"
+    );
+    let status = g.cli_json(&["breaker", "status", "--json"]);
+    let session = status["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["session"] == "sess-1")
+        .cloned()
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(session["score"].as_u64().unwrap_or(0) > 0, "{session}");
+}

@@ -349,6 +349,7 @@ impl Engine {
 
     /// `cmdgate undo RUN`: restores the workspace to before a committed run, audited.
     pub async fn undo_run(&self, run_id: String) -> Result<serde_json::Value, UndoError> {
+        let _one_at_a_time = self.runs.undo_lock.lock().await;
         let state = self.runs.state_dir().to_path_buf();
         let id = run_id.clone();
         let result =

@@ -42,6 +42,8 @@ pub struct Runs {
     journal: JournalLimits,
     /// Why runs cannot happen here (`None`: they can).
     unavailable: Option<String>,
+    /// One `cmdgate undo` at a time (the library does not serialise undos of one run).
+    pub(crate) undo_lock: tokio::sync::Mutex<()>,
 }
 
 /// What a finished run came to: for the end frame, the audit row and the breaker.
@@ -86,6 +88,7 @@ impl Runs {
             slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
             commit,
             unavailable,
+            undo_lock: tokio::sync::Mutex::new(()),
         }
     }
 
