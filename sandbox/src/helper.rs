@@ -726,11 +726,18 @@ impl UpperGuard {
         Some((st.blocks_available() * frag, st.blocks() * frag))
     }
 
-    /// A `LimitHit` once the run used more than its limit or the disk is nearly full.
+    /// Free space the run may not take from the filesystem: the smaller of 1% of it and 256 MiB.
+    /// Only what the run itself added counts against it, so a disk that was already fuller than
+    /// that before the run does not fail every run (it did with a 5% floor on a busy disk).
+    const FLOOR_BYTES: u64 = 256 << 20;
+
+    /// A `LimitHit` once the run used more than its limit, or its own writes brought the
+    /// filesystem below the floor.
     fn check(&self) -> Option<Effect> {
         let (free, total) = Self::free(&self.dir)?;
         let used = self.baseline_free.saturating_sub(free);
-        if used > self.limit || free < total / 20 {
+        let floor = Self::FLOOR_BYTES.min(total / 100);
+        if used > self.limit || (used > 0 && free < floor) {
             return Some(Effect::LimitHit {
                 limit: "upper".into(),
                 detail: format!(
