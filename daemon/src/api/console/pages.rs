@@ -183,7 +183,13 @@ pub fn card(info: &PendingInfo, ask: Option<&AuditRow>, now_ms: i64) -> Markup {
                 dt { "Rule" } dd { (e.and_then(|e| e.rule.as_deref()).unwrap_or("—")) }
                 dt { "Why" } dd { (info.reason) }
                 dt { "Mirror run" } dd { (mirror(e.and_then(|e| e.sandbox.as_deref()))) }
-                dt { "Reviewer" } dd.muted { "no reviewer opinion" }
+                dt { "Reviewer" }
+                @if let Some(e) = e.filter(|e| e.source.as_deref() == Some("reviewer")) {
+                    // The model reviewer left it to a person (docs/reviewer.md): its words.
+                    dd { (e.note.as_deref().or(e.reason.as_deref()).unwrap_or("left it to a person")) }
+                } @else {
+                    dd.muted { "no reviewer opinion (off, or not asked)" }
+                }
             }
             @if info.rememberable {
                 details.scope {
