@@ -303,14 +303,14 @@ pub fn outcomes_of(conn: &Connection, decision_id: i64) -> Result<Vec<AuditRow>,
 /// `rule #12`), newest first, at most `limit` (clamped to 1..=10 000).
 pub fn naming_rule(
     conn: &Connection,
-    rule: &str,
-    kinds: &[&str],
+    rule: cmdgate_policy::decide::RuleRef,
+    kinds: &[Kind],
     limit: u32,
 ) -> Result<Vec<AuditRow>, StoreError> {
-    let mut values: Vec<rusqlite::types::Value> = vec![rule.to_owned().into()];
+    let mut values: Vec<rusqlite::types::Value> = vec![rule.to_string().into()];
     let mut marks = Vec::new();
     for k in kinds {
-        values.push((*k).to_owned().into());
+        values.push(k.as_str().to_owned().into());
         marks.push(format!("?{}", values.len()));
     }
     let limit = limit.clamp(1, 10_000);
@@ -542,6 +542,21 @@ pub fn prune(conn: &Connection, before_ms: i64, at_ms: i64) -> Result<Option<Pru
     }))
 }
 
+impl rusqlite::types::ToSql for Kind {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl rusqlite::types::FromSql for Kind {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = v.as_str()?;
+        Kind::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown audit kind {text:?}").into())
+        })
+    }
+}
+
 /// What the `decision` of a `breaker` audit row says: a breaker's transition (stored as the
 /// policy's tagged JSON, `{"transition":"tripped","score":9}`), or the operator's reset command
 /// (`reset`, one row per command; each scope it reset has its own transition row). Read and
@@ -757,6 +772,31 @@ mod breaker_decision_tests {
         );
         assert!(conn
             .query_row("SELECT 'tripped'", [], |r| r.get::<_, BreakerDecision>(0))
+            .is_err());
+    }
+
+    #[test]
+    fn audit_kinds_round_trip_through_sqlite_and_unknown_ones_are_refused() {
+        use super::Kind;
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        for k in [
+            Kind::Decision,
+            Kind::Outcome,
+            Kind::LocalAllow,
+            Kind::EscapeHatch,
+            Kind::RefusedPeer,
+            Kind::Tiermap,
+            Kind::Breaker,
+            Kind::Learn,
+            Kind::Rule,
+        ] {
+            let text: String = conn.query_row("SELECT ?1", [&k], |r| r.get(0)).unwrap();
+            assert_eq!(text, k.as_str());
+            let back: Kind = conn.query_row("SELECT ?1", [&k], |r| r.get(0)).unwrap();
+            assert_eq!(back, k);
+        }
+        assert!(conn
+            .query_row("SELECT 'decisions'", [], |r| r.get::<_, Kind>(0))
             .is_err());
     }
 }

@@ -479,7 +479,6 @@ pub fn rule_shown(
     history_limit: u32,
     matched_limit: u32,
 ) -> Result<Option<RuleShown>, StoreError> {
-    let label = RuleRef(id).to_string();
     let Some(rule) = rule(c, id)? else {
         return Ok(None);
     };
@@ -498,14 +497,10 @@ pub fn rule_shown(
             }
         }
     }
-    let mut history = audit::naming_rule(
-        c,
-        &label,
-        &[Kind::Rule.as_str(), Kind::Learn.as_str()],
-        history_limit,
-    )?;
+    let reference = RuleRef(id);
+    let mut history = audit::naming_rule(c, reference, &[Kind::Rule, Kind::Learn], history_limit)?;
     history.reverse();
-    let matched = audit::naming_rule(c, &label, &[Kind::Decision.as_str()], matched_limit)?;
+    let matched = audit::naming_rule(c, reference, &[Kind::Decision], matched_limit)?;
     Ok(Some(RuleShown {
         rule,
         sources,
