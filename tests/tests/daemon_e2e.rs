@@ -293,6 +293,47 @@ fn doctor_finds_the_fail_open_setups_and_passes_a_good_one() {
     g.start();
     let doctor = g.cli(&["doctor", "--project", g.proj.to_str().unwrap()]);
     assert!(doctor.status.success(), "{}", doctor.stdout_text());
+    // Mirrored runs: the client beside the hook, no other hook that could replace the rewrite,
+    // and the Claude Code version against the tested one (a warning at most).
+    let json = g.cli(&["doctor", "--project", g.proj.to_str().unwrap(), "--json"]);
+    let checks: serde_json::Value = serde_json::from_str(&json.stdout_text()).unwrap();
+    let status_of = |name: &str| {
+        checks["checks"]
+            .as_array()
+            .or(checks.as_array())
+            .unwrap_or_else(|| panic!("{checks}"))
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["status"].clone())
+            .unwrap_or_else(|| panic!("no {name} check: {checks}"))
+    };
+    assert_eq!(status_of("run client"), "ok");
+    assert_eq!(status_of("other Bash hooks"), "ok");
+    assert_ne!(status_of("claude code version"), "fail");
+    // A second PreToolUse hook on every tool could replace cmdgate's rewrite: a warning.
+    let settings = g.proj.join(".claude/settings.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    v["hooks"]["PreToolUse"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"matcher": "*", "hooks": [{"type": "command", "command": "/usr/local/bin/other-rewriter"}]}));
+    std::fs::write(&settings, v.to_string()).unwrap();
+    let json = g.cli(&["doctor", "--project", g.proj.to_str().unwrap(), "--json"]);
+    let checks: serde_json::Value = serde_json::from_str(&json.stdout_text()).unwrap();
+    let other = checks["checks"]
+        .as_array()
+        .or(checks.as_array())
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "other Bash hooks")
+        .cloned()
+        .unwrap();
+    assert_eq!(other["status"], "warn", "{other}");
+    assert!(
+        other["detail"].as_str().unwrap().contains("other-rewriter"),
+        "{other}"
+    );
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `cmdgate doctor`: find every setup in which cmdgate would fail open or not be consulted — hook
 //! missing or not executable, not registered for all three events, a hook timeout too short, hooks
 //! disabled, the daemon unreachable, the map unsigned or invalid, no pinned keys, the escape hatch
-//! set. Exits 1 when any check fails.
+//! set, `cmdgate-run` missing beside the hook; warns when another PreToolUse hook on Bash could
+//! replace cmdgate's rewrite or Claude Code is not the tested version. Exits 1 when any check fails.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +40,47 @@ fn check(name: &'static str, ok: bool, detail: String) -> Check {
         name,
         status: if ok { "ok" } else { "fail" },
         detail,
+    }
+}
+
+/// The Claude Code version the rewrite into `cmdgate-run` (`updatedInput`) was tested with.
+pub const TESTED_CLAUDE_CODE: &str = "2.1.332";
+
+/// `claude --version` against [`TESTED_CLAUDE_CODE`]: a warning when it differs or is not found.
+fn claude_code_version() -> Check {
+    let name = "claude code version";
+    let out = std::process::Command::new("claude")
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let found = out
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match found {
+        Some(v) if v.split_whitespace().next() == Some(TESTED_CLAUDE_CODE) => Check {
+            name,
+            status: "ok",
+            detail: format!("{v} (tested: {TESTED_CLAUDE_CODE})"),
+        },
+        Some(v) => Check {
+            name,
+            status: "warn",
+            detail: format!(
+                "{v}; cmdgate's rewrite of Bash calls (`updatedInput`) was tested with \
+                 {TESTED_CLAUDE_CODE}: a version that ignores it runs commands on the host unjudged \
+                 (the daemon reports that as an integrity event afterwards)"
+            ),
+        },
+        None => Check {
+            name,
+            status: "warn",
+            detail: format!(
+                "`claude --version` did not run here (not on PATH?); the rewrite was tested with \
+                 {TESTED_CLAUDE_CODE}"
+            ),
+        },
     }
 }
 
@@ -144,6 +186,72 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             "every registration is executable with a timeout above its deadline".to_owned(),
         ));
     }
+
+    // Mirrored runs (issue 19): the hook rewrites tier-1 Bash calls into `cmdgate-run`, which must
+    // sit beside it; another PreToolUse hook on Bash could replace that rewrite (with several
+    // hooks the last rewrite wins); and Claude Code must honour `updatedInput`.
+    for (event, command, _, file) in registered.iter().filter(|r| r.0 == "PreToolUse") {
+        let program = PathBuf::from(command.split_whitespace().next().unwrap_or_default());
+        let client = program.with_file_name(cmdgate_policy::wire::run::CLIENT_NAME);
+        let ok = {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::metadata(&client)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        };
+        checks.push(check(
+            "run client",
+            ok,
+            if ok {
+                format!("{} beside the hook", client.display())
+            } else {
+                format!(
+                    "{} is missing or not executable ({event} in {}): every call the daemon would \
+                     run in its mirror is denied; install cmdgate-run beside cmdgate-hook",
+                    client.display(),
+                    file.display()
+                )
+            },
+        ));
+    }
+    let mut rewriters = Vec::new();
+    for file in hook::settings_files(&project, &home) {
+        let Ok(settings) = hook::read_settings(&file) else {
+            continue;
+        };
+        for entry in settings["hooks"]["PreToolUse"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let matcher = entry["matcher"].as_str().unwrap_or("");
+            let on_bash = matcher.is_empty() || matcher == "*" || matcher.contains("Bash");
+            for h in entry["hooks"].as_array().into_iter().flatten() {
+                let cmd = h["command"].as_str().unwrap_or_default();
+                if on_bash && !cmd.contains("cmdgate-hook") {
+                    rewriters.push(format!(
+                        "`{cmd}` (matcher {matcher:?}) in {}",
+                        file.display()
+                    ));
+                }
+            }
+        }
+    }
+    checks.push(Check {
+        name: "other Bash hooks",
+        status: if rewriters.is_empty() { "ok" } else { "warn" },
+        detail: if rewriters.is_empty() {
+            "no other PreToolUse hook on Bash could replace cmdgate's rewrite".to_owned()
+        } else {
+            format!(
+                "another PreToolUse hook runs on Bash and could replace cmdgate's `updatedInput` \
+                 (with several hooks the last rewrite wins, and the original command would run on \
+                 the host): {}",
+                rewriters.join("; ")
+            )
+        },
+    });
+    checks.push(claude_code_version());
 
     // Escape hatch, in the environment or the settings' env block.
     let mut hatch: Vec<String> = env
