@@ -157,6 +157,10 @@ pub struct Peers {
     pub decide_gids: Vec<u32>,
     pub admin_uids: Vec<u32>,
     pub admin_gids: Vec<u32>,
+    /// The group `tiermap-revisions` is published to (mode 0640): the agents' group, whose hooks
+    /// read it. Unset: the file is 0600, for the daemon's own uid (user mode, where the hook runs
+    /// as that uid too). The daemon must be a member to give the file to it.
+    pub publish_gid: Option<u32>,
 }
 
 /// Time budgets. The decide deadline must stay below the hook's (45 s by default), and the test-run
@@ -194,6 +198,10 @@ pub struct SandboxConfig {
     pub scratch_bytes: u64,
     /// Run bookkeeping (mount points, locks); default `<data dir>/sandbox`.
     pub state_dir: Option<PathBuf>,
+    /// System mode: the mirror helper program with file capabilities
+    /// (`cmdgate-mirror-helper`, systemd/README.md), so the daemon itself needs none. Unset: the
+    /// daemon re-executes itself as the helper, which works only when the daemon is root.
+    pub helper: Option<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -207,6 +215,7 @@ impl Default for SandboxConfig {
             cpu_millis: l.cpu_millis,
             scratch_bytes: l.scratch_bytes,
             state_dir: None,
+            helper: None,
         }
     }
 }

@@ -364,8 +364,19 @@ pub fn render_run(
 /// Longest daemon reason passed on to the model, in characters.
 const MAX_REASON_CHARS: usize = 4000;
 
-/// Turns the daemon's decision into Claude Code's answer, with the provenance in the reason.
+/// Turns the daemon's decision into Claude Code's answer, with the provenance in the reason. The
+/// daemon's escape hatch (an operator's grant, system mode) makes the hook step aside, loudly.
 pub fn render_decision(call: &HookCall, d: &DecideResponse) -> Answer {
+    if d.step_aside && d.source == Source::EscapeHatch {
+        return Answer::StepAside {
+            system_message: format!(
+                "⚠ cmdgate ESCAPE HATCH ACTIVE (granted by the operator): cmdgate is not deciding \
+                 {}; Claude Code's own permission rules apply. {}",
+                summary(call),
+                truncate(&d.reason, MAX_REASON_CHARS)
+            ),
+        };
+    }
     let mut provenance = d.source.as_str().to_string();
     match &d.rule {
         // A stored rule names itself (`rule #12`); a tier-map rule is its pattern.
@@ -595,6 +606,7 @@ mod tests {
                 audit_id: Some(3),
                 context: None,
                 run: None,
+                step_aside: false,
             };
             render_decision(&call, &d).render().unwrap()
         };

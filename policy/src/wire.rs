@@ -320,6 +320,11 @@ pub struct DecideResponse {
     /// an older hook never runs the command on the host unjudged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<run::RunTicket>,
+    /// The operator's escape hatch (system mode: a grant the daemon holds) covers this call: the
+    /// hook steps aside (no decision; Claude Code's own rules apply). Sent with `decision: ask` and
+    /// `source: escape_hatch`, so a hook that does not know the field asks a person instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub step_aside: bool,
 }
 
 impl DecideResponse {
@@ -340,6 +345,7 @@ impl DecideResponse {
             audit_id,
             context: None,
             run: None,
+            step_aside: false,
         }
     }
 }

@@ -63,8 +63,8 @@ fn answer_error(e: AnswerError) -> ApiResponse {
 }
 
 impl Handler for Engine {
-    fn allowed(&self, role: Role, peer: &Peer) -> bool {
-        self.peer_allowed(role, peer)
+    fn allowed(&self, role: Role, peer: &Peer, groups: &[u32]) -> bool {
+        self.peer_allowed(role, peer, groups)
     }
 
     async fn refused(&self, role: Role, peer: Peer) {
@@ -77,11 +77,19 @@ impl Handler for Engine {
                 ApiResponse::json(200, &self.decide(peer, *req).await)
             }
             (Role::Agent, ApiRequest::Outcome(report)) => {
+                if let Err(why) = self.claim_session(peer, &report.agent.session_id).await {
+                    return ApiResponse::error(403, &why);
+                }
                 match self.outcome(Some(peer), *report, None).await {
                     Ok(_) => ApiResponse::no_content(),
                     Err(e) => internal(e),
                 }
             }
+            (Role::Agent, ApiRequest::Record(record)) => match self.record(peer, *record).await {
+                Ok(Ok(())) => ApiResponse::no_content(),
+                Ok(Err(why)) => ApiResponse::error(403, &why),
+                Err(e) => internal(e),
+            },
             (Role::Agent, ApiRequest::IngestSpool) => match self.ingest_spool().await {
                 Ok(v) => ApiResponse::json(200, &v),
                 Err(e) => internal(e),
@@ -96,7 +104,7 @@ impl Handler for Engine {
             (Role::Agent, other) => {
                 ApiResponse::error(404, &format!("{other:?} is not served on the agent socket"))
             }
-            (Role::Admin, request) => admin(self, request).await,
+            (Role::Admin, request) => admin(self, peer, request).await,
         }
     }
 
@@ -117,8 +125,22 @@ impl Handler for Engine {
 }
 
 /// The operator's requests.
-async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
+async fn admin(engine: &Engine, peer: Peer, request: ApiRequest) -> ApiResponse {
     match request {
+        ApiRequest::Hatches => ApiResponse::json(200, &engine.hatches.list(crate::clock::now())),
+        ApiRequest::GrantHatch(g) => match engine
+            .grant_hatch(peer, g.scope, &g.reason, g.minutes)
+            .await
+        {
+            Ok(Ok(grant)) => ApiResponse::json(200, &grant),
+            Ok(Err(e)) => ApiResponse::error(400, &e.to_string()),
+            Err(e) => internal(e),
+        },
+        ApiRequest::RevokeHatch(id) => match engine.revoke_hatch(peer, id).await {
+            Ok(Some(grant)) => ApiResponse::json(200, &grant),
+            Ok(None) => ApiResponse::error(404, &format!("no escape hatch grant {id}")),
+            Err(e) => internal(e),
+        },
         ApiRequest::Status => ApiResponse::json(200, &engine.status().await),
         ApiRequest::AuditQuery(q) => {
             match engine.store().read(move |c| audit::query(c, &q)).await {
@@ -222,9 +244,10 @@ async fn admin(engine: &Engine, request: ApiRequest) -> ApiResponse {
             Err(e @ UndoError::Refused(_)) => ApiResponse::error(409, &e.to_string()),
             Err(UndoError::Store(e)) => internal(e),
         },
-        ApiRequest::Decide(_) | ApiRequest::Outcome(_) | ApiRequest::Run(_) => {
-            ApiResponse::error(404, "not on the admin socket")
-        }
+        ApiRequest::Decide(_)
+        | ApiRequest::Outcome(_)
+        | ApiRequest::Run(_)
+        | ApiRequest::Record(_) => ApiResponse::error(404, "not on the admin socket"),
         // Answered by `console::WithConsole` in front of the engine when the console runs.
         ApiRequest::ConsoleLogin => ApiResponse::error(
             404,

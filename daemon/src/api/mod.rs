@@ -24,7 +24,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -40,9 +39,9 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the server needs from the daemon. Handlers see parsed requests only.
 pub trait Handler: Send + Sync + 'static {
-    /// May this peer use this socket?
-    fn allowed(&self, role: Role, peer: &Peer) -> bool;
-    /// A peer was refused (audit it, tell the breaker).
+    /// May this peer use this socket? `groups` are its supplementary groups (`SO_PEERGROUPS`).
+    fn allowed(&self, role: Role, peer: &Peer, groups: &[u32]) -> bool;
+    /// A peer was refused (count it, audit it).
     fn refused(&self, role: Role, peer: Peer) -> impl Future<Output = ()> + Send;
     /// Answers one request.
     fn handle(
@@ -117,20 +116,33 @@ async fn serve_connection<H: Handler>(
             return;
         }
     };
-    if !handler.allowed(role, &peer) {
+    // Group-based access (cmdgate-agents, cmdgate-operators) rests on the supplementary groups,
+    // which SO_PEERCRED does not carry. Unreadable groups are no groups: fewer peers pass.
+    let groups = {
+        use std::os::fd::AsFd;
+        cmdgate_sandbox::peer::peer_groups(stream.as_fd()).unwrap_or_else(|e| {
+            eprintln!(
+                "cmdgated: no peer groups on the {} socket: {e}",
+                role.as_str()
+            );
+            Vec::new()
+        })
+    };
+    if !handler.allowed(role, &peer, &groups) {
         handler.refused(role, peer).await;
-        let mut stream = stream;
-        let body = format!(
-            "{{\"error\":\"peer {peer} is not allowed on the {} socket\"}}",
-            role.as_str()
-        );
-        let head = format!(
-            "HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        let _ = stream.write_all(head.as_bytes()).await;
-        let _ = stream.write_all(body.as_bytes()).await;
-        let _ = stream.shutdown().await;
+        // Read the request before answering, so the client sees the 403 instead of a broken pipe
+        // (one request, bounded by the header timeout; the body is never read).
+        let message = format!("peer {peer} is not allowed on the {} socket", role.as_str());
+        let refuse = service_fn(move |_req: Request<Incoming>| {
+            let r = ApiResponse::error(403, &message);
+            async move { Ok::<_, Infallible>(to_hyper(r)) }
+        });
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(HEADER_TIMEOUT)
+            .keep_alive(false);
+        let _ = builder.serve_connection(TokioIo::new(stream), refuse).await;
         return;
     }
     let service = service_fn(move |req: Request<Incoming>| {

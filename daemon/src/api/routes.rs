@@ -6,7 +6,8 @@
 //! | method and path | body | answer |
 //! |---|---|---|
 //! | `POST /v1/decide` | `DecideRequest` | `200` `DecideResponse` |
-//! | `POST /v1/outcome` | `OutcomeReport` | `204` |
+//! | `POST /v1/outcome` | `OutcomeReport` | `204` (403: another uid's session) |
+//! | `POST /v1/record` | `SpoolRecord` | `204` (system-mode hook: a local allow; 403: another uid's session) |
 //! | `POST /v1/spool/ingest` | none | `200` `{"ingested": N, "skipped": M}` |
 //! | `GET /v1/health` | none | `200` `{"ok": true, "version": ..}` |
 //! | `POST /v1/run` | `RunRequest` (`cmdgate-run` redeems a ticket) | `200` chunked stream of run frames (`cmdgate_policy::wire::run`); `403` refused; `503` unavailable |
@@ -41,12 +42,14 @@
 //! `{"error": "rules changed: the current revision is N (you expected M); …", "revision": N}`.
 
 use cmdgate_policy::wire::run::{is_ticket, RunRequest, RUN_PATH};
-use cmdgate_policy::wire::{DecideRequest, OutcomeReport, DECIDE_PATH, OUTCOME_PATH, WIRE_VERSION};
+use cmdgate_policy::wire::{
+    DecideRequest, OutcomeReport, SpoolRecord, DECIDE_PATH, OUTCOME_PATH, RECORD_PATH, WIRE_VERSION,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::api::stream::Streamed;
 use crate::api::types::{
-    AddRule, AnswerPending, PendingAnswer, PruneAudit, ResetBreaker, RuleEdit,
+    AddRule, AnswerPending, GrantHatch, PendingAnswer, PruneAudit, ResetBreaker, RuleEdit,
 };
 use crate::engine::Role;
 use crate::store::audit::Query;
@@ -56,6 +59,7 @@ use crate::store::audit::Query;
 pub enum ApiRequest {
     Decide(Box<DecideRequest>),
     Outcome(Box<OutcomeReport>),
+    Record(Box<SpoolRecord>),
     IngestSpool,
     Health,
     Status,
@@ -76,6 +80,9 @@ pub enum ApiRequest {
         edit: RuleEdit,
     },
     ResetBreaker(ResetBreaker),
+    Hatches,
+    GrantHatch(GrantHatch),
+    RevokeHatch(u64),
     Pending,
     AnswerPending(PendingAnswer),
     /// A one-time login link for the web console (answered by `console::WithConsole`).
@@ -175,6 +182,19 @@ impl ApiRequest {
             (Role::Admin, "POST", ["admin", "runs", id, "undo"]) => {
                 Ok(ApiRequest::Undo(run_id(id)?))
             }
+            (Role::Agent, "POST", _) if path == RECORD_PATH => {
+                let r: SpoolRecord = json(body)?;
+                versioned(r.v)?;
+                Ok(ApiRequest::Record(Box::new(r)))
+            }
+            (Role::Admin, "GET", ["admin", "escape-hatch"]) => Ok(ApiRequest::Hatches),
+            (Role::Admin, "POST", ["admin", "escape-hatch"]) => {
+                Ok(ApiRequest::GrantHatch(json(body)?))
+            }
+            (Role::Admin, "DELETE", ["admin", "escape-hatch", id]) => id
+                .parse()
+                .map(ApiRequest::RevokeHatch)
+                .map_err(|_| reject(400, format!("grant id {id:?} is not a number"))),
             (Role::Agent, "POST", ["v1", "spool", "ingest"])
             | (Role::Admin, "POST", ["admin", "spool", "ingest"]) => Ok(ApiRequest::IngestSpool),
             (_, "GET", ["v1", "health"]) => Ok(ApiRequest::Health),

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::engine::escape_hatch::{Grant, HatchScope};
+
 pub use crate::engine::approvals::Answered;
 pub use crate::engine::breakers::{BreakerView, BreakersSummary, LastTransition};
 pub use crate::engine::integrity::{AuditFailure, AuditFailures};
@@ -63,6 +65,17 @@ pub struct ConsoleLogin {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerReset {
     pub reset: Vec<String>,
+}
+
+/// `POST /admin/escape-hatch`: step aside for one agent uid or one session, for a while.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantHatch {
+    pub scope: HatchScope,
+    /// How long, in minutes (1 to 10080).
+    pub minutes: u64,
+    /// Why: shown to the agent, kept in the audit.
+    pub reason: String,
 }
 
 /// `POST /admin/rules`.

@@ -37,6 +37,8 @@ enum Command {
     Reject(cmdgate_daemon::cli::pending::AnswerArgs),
     /// Reset circuit breakers (read-only mode ends).
     Breaker(cmdgate_daemon::cli::breaker::BreakerArgs),
+    /// Grant, list or revoke the escape hatch for one agent user or session (system mode).
+    EscapeHatch(cmdgate_daemon::cli::escape_hatch::EscapeHatchArgs),
     /// Show how cmdgate would decide a command, step by step, without executing anything.
     Explain(cmdgate_daemon::cli::explain::ExplainArgs),
     /// Mirrored runs: what each did and whether it was committed, rolled back or conflicted.
@@ -70,6 +72,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Some(Command::Approve(args)) => cmdgate_daemon::cli::pending::answer(args, true),
         Some(Command::Reject(args)) => cmdgate_daemon::cli::pending::answer(args, false),
         Some(Command::Breaker(args)) => cmdgate_daemon::cli::breaker::run(args),
+        Some(Command::EscapeHatch(args)) => cmdgate_daemon::cli::escape_hatch::run(args),
         Some(Command::Explain(args)) => {
             cmdgate_daemon::cli::explain::run(args).map(|()| std::process::ExitCode::SUCCESS)
         }

@@ -6,6 +6,7 @@ pub mod breaker;
 pub mod client;
 pub mod console;
 pub mod doctor;
+pub mod escape_hatch;
 pub mod explain;
 pub mod export;
 pub mod hook;

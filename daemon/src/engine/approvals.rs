@@ -177,6 +177,7 @@ impl Engine {
                 audit_id: u64::try_from(a.audit_id).ok(),
                 context: a.context,
                 run: None,
+                step_aside: false,
             },
             Outcome::Cancelled(why) => self.unanswered(ask_id, &asked, why).await,
         }

@@ -163,8 +163,8 @@ impl Breakers {
         out
     }
 
-    /// Records a signal that belongs to no session (a refused peer): global only.
-    pub fn record_global(&mut self, signal: Signal, now: UnixMillis) -> Vec<Changed> {
+    /// Records a signal for the global breaker only (every session signal also lands here).
+    fn record_global(&mut self, signal: Signal, now: UnixMillis) -> Vec<Changed> {
         let mut out = Vec::new();
         if let Some(t) = self.global.tick(now) {
             out.push(self.changed(GLOBAL.to_owned(), Some(t), now));
@@ -335,13 +335,6 @@ impl BreakerBoard {
         now: UnixMillis,
     ) -> Vec<Changed> {
         let changes = self.breakers.lock().await.record(session, signal, now);
-        self.announce(&changes);
-        changes
-    }
-
-    /// Records a signal for the global breaker only (a refused peer).
-    pub(crate) async fn record_global(&self, signal: Signal, now: UnixMillis) -> Vec<Changed> {
-        let changes = self.breakers.lock().await.record_global(signal, now);
         self.announce(&changes);
         changes
     }

@@ -30,6 +30,7 @@ use cmdgate_sandbox::RunAs;
 use crate::clock;
 use crate::engine::approval_notes::rule_id;
 use crate::engine::breakers::{persist_breakers, Changed};
+use crate::engine::escape_hatch::Grant;
 use crate::engine::learning::{self, apply_learning, with_id};
 use crate::engine::record::{describe_parts, request_entry, wire_source, wire_source_name};
 use crate::engine::testrun::Target;
@@ -257,6 +258,23 @@ fn learned_on_host(command: &str, root: &str, cwd: &str, home: &str) -> Result<(
     host_runnable(&script, root, cwd, home, &resolve)
 }
 
+/// Does the policy's step stand under an escape hatch? The catastrophic list, tier 3 and the
+/// operator's own remembered rejections still deny, and a command that cannot be analysed cannot
+/// be shown not to be catastrophic, and an allow stays an allow; anything else (a read-only
+/// project, an open breaker, a test-run, an ask) the hatch steps aside from.
+fn hatch_keeps(step: &Step) -> bool {
+    match step {
+        Step::Decided(Decision::Deny(e) | Decision::Ask(e)) => {
+            matches!(
+                e.source,
+                Source::Catastrophic | Source::Unanalyzable | Source::Remembered
+            ) || (e.source == Source::TierMap && matches!(step, Step::Decided(Decision::Deny(_))))
+        }
+        Step::Decided(Decision::Allow(_)) => true,
+        Step::TestRun(_) => false,
+    }
+}
+
 /// Step 7: the breaker signal a decision sends (a dirty test-run, a denial, a clean test-run).
 fn breaker_signal(decision: &Decision, learn: &Option<(String, LearnEvent)>) -> Option<Signal> {
     match (decision, learn) {
@@ -272,6 +290,15 @@ impl Engine {
     /// "ask" for the operator in background mode.
     pub async fn decide(&self, peer: Peer, req: DecideRequest) -> DecideResponse {
         let started = Instant::now();
+        // A session belongs to the uid that opened it: another uid's request naming it is refused
+        // (and audited) before anything else, so it cannot move that session's breaker.
+        if let Err(why) = self.claim_session(peer, &req.agent.session_id).await {
+            return DecideResponse::fail_closed(
+                format!("cmdgate refused this request: {why}"),
+                None,
+                None,
+            );
+        }
         let budget = self.config.decide_deadline();
         let result = tokio::time::timeout(budget, self.decide_within(peer, &req, started)).await;
         let response = match result {
@@ -413,6 +440,13 @@ impl Engine {
             }
         };
         describe_parts(&mut entry, &tool, &coherent.snapshot);
+        // 4b. The operator's escape hatch (a grant the daemon holds for this uid or session):
+        // cmdgate steps aside, except where the policy refused on grounds no hatch lifts.
+        if let Some(grant) = self.hatches.active(peer.uid, &req.agent.session_id, now) {
+            if !hatch_keeps(&step) {
+                return self.step_aside(entry, grant, started).await;
+            }
+        }
         // 5. Test-run, when the policy asks for one.
         let Outcome {
             decision,
@@ -501,6 +535,8 @@ impl Engine {
             audit_id: u64::try_from(row_id).ok(),
             context,
             run,
+
+            step_aside: false,
         })
     }
 
@@ -730,6 +766,42 @@ impl Engine {
             self.reload_rules().await?;
         }
         Ok(row.id)
+    }
+
+    /// The escape hatch covers the call: audited (source `escape_hatch`, the grant named), then
+    /// answered with `step_aside` (the hook gives no decision).
+    async fn step_aside(
+        &self,
+        mut entry: Entry,
+        grant: Grant,
+        started: Instant,
+    ) -> Result<DecideResponse, EngineError> {
+        let reason = format!(
+            "the operator's escape hatch #{} ({}) covers {} until {} ms since the epoch: cmdgate \
+             steps aside and Claude Code's own permission rules apply (catastrophic commands and \
+             tier 3 are still denied)",
+            grant.id, grant.reason, grant.scope, grant.until.0
+        );
+        let rule = format!("escape hatch #{}", grant.id);
+        entry.decision = Some(Verdict::Ask.as_str().into());
+        entry.source = Some(wire_source_name(wire::Source::EscapeHatch).into());
+        entry.rule = Some(rule.clone());
+        entry.reason = Some(reason.clone());
+        entry.note = Some(format!("stepped aside (granted by {})", grant.granted_by));
+        entry.latency_us = Some(micros(started));
+        let row = self.store.append(entry).await?;
+        Ok(DecideResponse {
+            v: wire::WIRE_VERSION,
+            decision: Verdict::Ask,
+            reason,
+            source: wire::Source::EscapeHatch,
+            rule: Some(rule),
+            tiermap_revision: None,
+            audit_id: u64::try_from(row.id).ok(),
+            context: None,
+            run: None,
+            step_aside: true,
+        })
     }
 
     async fn finish_early(

@@ -14,6 +14,7 @@ pub mod approval_notes;
 pub mod approvals;
 pub mod breakers;
 mod decide;
+pub mod escape_hatch;
 pub mod integrity;
 // The one resolver of paths as the kernel sees them, shared with the hook (std only).
 #[path = "../../../hook/src/kernel.rs"]
@@ -22,6 +23,7 @@ pub mod learning;
 pub mod listing;
 pub mod notify;
 pub mod outcome;
+pub mod peers;
 pub mod pending;
 pub mod preview;
 pub mod project;
@@ -41,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use cmdgate_policy::breaker::{BreakerConfig, Integrity, Signal};
+use cmdgate_policy::breaker::BreakerConfig;
 use cmdgate_sandbox::HelperCommand;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
@@ -144,7 +146,12 @@ pub struct Engine {
     started: Instant,
     uid: u32,
     decisions: AtomicU64,
-    refused: AtomicU64,
+    /// Refused connections per uid (audited sparsely; never a breaker signal).
+    pub(crate) refusals: peers::Refusals,
+    /// Which uid opened each session: a request naming another uid's session is refused.
+    pub(crate) sessions: peers::SessionOwners,
+    /// The operator's escape-hatch grants (system mode's hatch), in memory only.
+    pub(crate) hatches: escape_hatch::EscapeHatches,
     /// Desktop notifications (breaker trips, held asks); never delays a decision.
     pub(crate) notifier: Arc<Notifier>,
     /// Asks held for the operator (background mode); in memory only.
@@ -224,8 +231,10 @@ impl Engine {
         }
         // Publish the accepted revisions before serving, so the hook's replay check is right
         // from the first call.
-        let tiermaps = TierMaps::new(PathBuf::from(paths.locations.trusted_keys()))
-            .publishing(PathBuf::from(paths.locations.tiermap_revisions()));
+        let tiermaps = TierMaps::new(PathBuf::from(paths.locations.trusted_keys())).publishing(
+            PathBuf::from(paths.locations.tiermap_revisions()),
+            config.peers.publish_gid,
+        );
         tiermaps.publish(&store).await?;
         let reviewer = reviewer::Reviewer::new(config.reviewer.clone(), |k| std::env::var(k).ok());
         if let (true, Some(p)) = (config.reviewer.enabled, reviewer.unavailable()) {
@@ -250,7 +259,9 @@ impl Engine {
             started: Instant::now(),
             uid,
             decisions: AtomicU64::new(0),
-            refused: AtomicU64::new(0),
+            refusals: peers::Refusals::default(),
+            sessions: peers::SessionOwners::default(),
+            hatches: escape_hatch::EscapeHatches::default(),
             spool_lock: Mutex::new(()),
             pending: Pending::default(),
             notifier,
@@ -285,45 +296,74 @@ impl Engine {
 
     // ----- peers --------------------------------------------------------------------------------
 
-    /// May this peer use this socket? The configured uids/gids, else the daemon's own uid.
-    pub fn peer_allowed(&self, role: Role, peer: &Peer) -> bool {
-        let p = &self.config.peers;
-        let (uids, gids) = match role {
-            Role::Agent => (&p.decide_uids, &p.decide_gids),
-            Role::Admin => (&p.admin_uids, &p.admin_gids),
-        };
-        if uids.is_empty() && gids.is_empty() {
-            return peer.uid == self.uid;
-        }
-        uids.contains(&peer.uid) || gids.contains(&peer.gid)
+    /// May this peer use this socket? Its uid, primary gid or one of its supplementary `groups`
+    /// (`SO_PEERGROUPS`) listed in `[peers]`, else the daemon's own uid only.
+    pub fn peer_allowed(&self, role: Role, peer: &Peer, groups: &[u32]) -> bool {
+        peers::allows(
+            &self.config.peers,
+            self.uid,
+            role,
+            peer.uid,
+            peer.gid,
+            groups,
+        )
     }
 
-    /// A peer was refused: an integrity signal for the global breaker and an audit row.
+    /// A peer was refused: counted per uid and audited as an integrity event (the first refusal of
+    /// a uid and each power of ten after it, so a flood cannot fill the disk). Never a breaker
+    /// signal: any local user who can reach a socket could otherwise make every agent read-only.
     pub async fn peer_refused(&self, role: Role, peer: Peer) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-        eprintln!("cmdgated: refused {peer} on the {} socket", role.as_str());
-        let changes = self
-            .breakers
-            .record_global(Signal::Integrity(Integrity::RefusedPeer), clock::now())
-            .await;
+        let (count, audited) = self.refusals.count(peer.uid);
+        if !audited {
+            return;
+        }
+        eprintln!(
+            "cmdgated: refused {peer} on the {} socket ({count} refusal(s) of uid {})",
+            role.as_str(),
+            peer.uid
+        );
         let entry = Entry {
             at_ms: clock::now_ms(),
             kind: Kind::RefusedPeer.as_str().into(),
             decision: Some("deny".into()),
             peer: Some(peer.to_string()),
-            note: Some(format!("peer not allowed on the {} socket", role.as_str())),
+            note: Some(format!(
+                "peer not allowed on the {} socket (refusal {count} of uid {})",
+                role.as_str(),
+                peer.uid
+            )),
             ..Entry::default()
         };
-        let written = self
-            .store
-            .write(move |c| {
-                let row = audit::append(c, entry)?;
-                persist_breakers(c, &changes, Some(row.id))
-            })
-            .await;
-        if let Err(e) = written {
+        if let Err(e) = self.store.append(entry).await {
             self.audit_integrity.failed("refused peer", &e);
         }
+    }
+
+    /// Binds `session` to the peer's uid, or says whose it is: a request naming another uid's
+    /// session is refused and audited (`session_refused`) before anything else sees it, so it
+    /// cannot trip that session's breaker or use its escape hatch.
+    pub(crate) async fn claim_session(&self, peer: Peer, session: &str) -> Result<(), String> {
+        let owner = match self.sessions.claim(session, peer.uid, clock::now()) {
+            Ok(()) => return Ok(()),
+            Err(owner) => owner,
+        };
+        let why = format!(
+            "session {session:?} was opened by another user (uid {owner}); a request may only name \
+             its own sessions"
+        );
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::SessionRefused.as_str().into(),
+            session: Some(session.to_owned()),
+            decision: Some("deny".into()),
+            reason: Some(why.clone()),
+            peer: Some(peer.to_string()),
+            ..Entry::default()
+        };
+        if let Err(e) = self.store.append(entry).await {
+            self.audit_integrity.failed("refused session", &e);
+        }
+        Err(why)
     }
 
     /// An agent request that could not be parsed: audited as a fail-closed deny (a malformed
@@ -396,7 +436,13 @@ impl Engine {
                 trusted_keys: self.paths.locations.trusted_keys(),
             },
             decisions_served: self.decisions.load(Ordering::Relaxed),
-            peers_refused: self.refused.load(Ordering::Relaxed),
+            peers_refused: self.refusals.total(),
+            peers_refused_by_uid: self
+                .refusals
+                .snapshot()
+                .into_iter()
+                .map(|(uid, n)| (uid.to_string(), n))
+                .collect(),
             last_audit_id: last.ok().and_then(|rows| rows.last().map(|r| r.id)),
             test_runs: match self.testruns.unavailable() {
                 None => "available".to_owned(),

@@ -185,6 +185,97 @@ impl Engine {
         Ok(row_id)
     }
 
+    /// `POST /v1/record`: what a system-mode hook did by itself (a local allow), sent right after
+    /// its answer because the daemon cannot read the agent's spool. Audited with the peer's uid,
+    /// as a claim. A record naming another uid's session is refused like a decide would be.
+    pub(crate) async fn record(
+        &self,
+        peer: Peer,
+        record: wire::SpoolRecord,
+    ) -> Result<Result<(), String>, EngineError> {
+        let session = match &record.entry {
+            wire::SpoolEntry::LocalAllow { agent, .. }
+            | wire::SpoolEntry::EscapeHatch { agent, .. } => agent.session_id.clone(),
+            wire::SpoolEntry::Outcome { report, .. } => report.agent.session_id.clone(),
+        };
+        if let Err(why) = self.claim_session(peer, &session).await {
+            return Ok(Err(why));
+        }
+        let at_ms = i64::try_from(record.at_ms).unwrap_or(0);
+        match record.entry {
+            wire::SpoolEntry::Outcome {
+                report,
+                undelivered,
+            } => {
+                self.outcome(Some(peer), report, Some(undelivered)).await?;
+            }
+            entry @ wire::SpoolEntry::LocalAllow { .. } => {
+                if let Some(e) = local_allow_entry(at_ms, entry, Some(peer), "sent by the hook") {
+                    self.store.append(e).await?;
+                }
+            }
+            entry @ wire::SpoolEntry::EscapeHatch { .. } => {
+                self.escape_hatch_claim(at_ms, entry, Some(peer), "sent by the hook")
+                    .await?;
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// A user-mode hook's escape-hatch use: audited, and an integrity signal for its session.
+    async fn escape_hatch_claim(
+        &self,
+        at_ms: i64,
+        entry: wire::SpoolEntry,
+        peer: Option<Peer>,
+        note: &str,
+    ) -> Result<(), EngineError> {
+        let wire::SpoolEntry::EscapeHatch {
+            agent,
+            tool_use_id,
+            cwd,
+            tool_name,
+            tool_input,
+            reason,
+            verdict,
+        } = entry
+        else {
+            return Ok(());
+        };
+        let changes = self
+            .breakers
+            .record(
+                &agent.session_id,
+                Signal::Integrity(Integrity::EscapeHatch),
+                clock::now(),
+            )
+            .await;
+        let entry = Entry {
+            at_ms,
+            kind: Kind::EscapeHatch.as_str().into(),
+            session: Some(agent.session_id),
+            agent_id: agent.agent_id,
+            tool_use_id: Some(tool_use_id),
+            cwd: Some(cwd),
+            command: Some(summarize_tool(&tool_name, &tool_input)),
+            tool: Some(tool_name),
+            tool_input: Some(sanitize(&tool_input).to_string()),
+            decision: verdict.map(|v| v.as_str().to_owned()),
+            source: Some(wire_source_name(wire::Source::EscapeHatch).into()),
+            reason: Some(reason),
+            peer: peer.map(|p| p.to_string()),
+            note: Some(note.to_owned()),
+            ..Entry::default()
+        };
+        self.store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                persist_breakers(c, &changes, Some(row.id))
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Ingests the hook's spool: renames `hook.jsonl` aside, records each line, deletes the copy.
     /// Spool lines come from the agent's uid: claims for the audit, never authority.
     pub async fn ingest_spool(&self) -> Result<SpoolIngested, SpoolError> {
@@ -234,76 +325,21 @@ impl Engine {
                     self.outcome(None, report, Some(undelivered)).await?;
                     ingested += 1;
                 }
-                wire::SpoolEntry::LocalAllow {
-                    agent,
-                    tool_use_id,
-                    cwd,
-                    project_dir,
-                    tool_name,
-                    tool_input,
-                    rule,
-                    tiermap_revision,
-                } => {
-                    entries.push(Entry {
-                        at_ms,
-                        kind: Kind::LocalAllow.as_str().into(),
-                        session: Some(agent.session_id),
-                        agent_id: agent.agent_id,
-                        agent_type: agent.agent_type,
-                        permission_mode: agent.permission_mode,
-                        tool_use_id: Some(tool_use_id),
-                        cwd: Some(cwd),
-                        project: Some(project_dir),
-                        command: Some(summarize_tool(&tool_name, &tool_input)),
-                        tool: Some(tool_name),
-                        tool_input: Some(sanitize(&tool_input).to_string()),
-                        decision: Some("allow".into()),
-                        source: Some(wire_source_name(wire::Source::HookFastPath).into()),
-                        rule: Some(rule),
-                        tiermap_revision: tiermap_revision.and_then(|r| i64::try_from(r).ok()),
-                        note: Some("claimed by the hook's spool".into()),
-                        ..Entry::default()
-                    });
+                wire::SpoolEntry::LocalAllow { .. } => {
+                    if let Some(e) =
+                        local_allow_entry(at_ms, record.entry, None, "claimed by the hook's spool")
+                    {
+                        entries.push(e);
+                    }
                 }
-                wire::SpoolEntry::EscapeHatch {
-                    agent,
-                    tool_use_id,
-                    cwd,
-                    tool_name,
-                    tool_input,
-                    reason,
-                    verdict,
-                } => {
-                    let changes = self
-                        .breakers
-                        .record(
-                            &agent.session_id,
-                            Signal::Integrity(Integrity::EscapeHatch),
-                            clock::now(),
-                        )
-                        .await;
-                    let entry = Entry {
+                wire::SpoolEntry::EscapeHatch { .. } => {
+                    self.escape_hatch_claim(
                         at_ms,
-                        kind: Kind::EscapeHatch.as_str().into(),
-                        session: Some(agent.session_id),
-                        agent_id: agent.agent_id,
-                        tool_use_id: Some(tool_use_id),
-                        cwd: Some(cwd),
-                        command: Some(summarize_tool(&tool_name, &tool_input)),
-                        tool: Some(tool_name),
-                        tool_input: Some(sanitize(&tool_input).to_string()),
-                        decision: verdict.map(|v| v.as_str().to_owned()),
-                        source: Some(wire_source_name(wire::Source::EscapeHatch).into()),
-                        reason: Some(reason),
-                        note: Some("claimed by the hook's spool".into()),
-                        ..Entry::default()
-                    };
-                    self.store
-                        .write(move |c| {
-                            let row = audit::append(c, entry)?;
-                            persist_breakers(c, &changes, Some(row.id))
-                        })
-                        .await?;
+                        record.entry,
+                        None,
+                        "claimed by the hook's spool",
+                    )
+                    .await?;
                     ingested += 1;
                 }
             }
@@ -338,4 +374,47 @@ fn read_bounded(path: &Path) -> std::io::Result<String> {
     let mut text = String::new();
     file.take(MAX_SPOOL_BYTES).read_to_string(&mut text)?;
     Ok(text)
+}
+
+/// The audit row of a local allow the hook claims (`None` for any other entry).
+fn local_allow_entry(
+    at_ms: i64,
+    entry: wire::SpoolEntry,
+    peer: Option<Peer>,
+    note: &str,
+) -> Option<Entry> {
+    let wire::SpoolEntry::LocalAllow {
+        agent,
+        tool_use_id,
+        cwd,
+        project_dir,
+        tool_name,
+        tool_input,
+        rule,
+        tiermap_revision,
+    } = entry
+    else {
+        return None;
+    };
+    Some(Entry {
+        at_ms,
+        kind: Kind::LocalAllow.as_str().into(),
+        session: Some(agent.session_id),
+        agent_id: agent.agent_id,
+        agent_type: agent.agent_type,
+        permission_mode: agent.permission_mode,
+        tool_use_id: Some(tool_use_id),
+        cwd: Some(cwd),
+        project: Some(project_dir),
+        command: Some(summarize_tool(&tool_name, &tool_input)),
+        tool: Some(tool_name),
+        tool_input: Some(sanitize(&tool_input).to_string()),
+        decision: Some("allow".into()),
+        source: Some(wire_source_name(wire::Source::HookFastPath).into()),
+        rule: Some(rule),
+        tiermap_revision: tiermap_revision.and_then(|r| i64::try_from(r).ok()),
+        peer: peer.map(|p| p.to_string()),
+        note: Some(note.to_owned()),
+        ..Entry::default()
+    })
 }

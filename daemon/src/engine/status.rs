@@ -20,6 +20,9 @@ pub struct Status {
     pub paths: StatusPaths,
     pub decisions_served: u64,
     pub peers_refused: u64,
+    /// Refused connections per uid (decimal uid → count): who knocks, not only how often.
+    #[serde(default)]
+    pub peers_refused_by_uid: std::collections::BTreeMap<String, u64>,
     /// The newest audit row (none in an empty store, or when the read failed).
     pub last_audit_id: Option<i64>,
     /// `available`, or `unavailable: <why>`.

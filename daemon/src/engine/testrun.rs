@@ -39,15 +39,19 @@ pub struct Target<'a> {
 
 impl TestRunner {
     pub fn new(helper: HelperCommand, state_dir: PathBuf, config: SandboxConfig) -> TestRunner {
-        let unavailable = match cmdgate_sandbox::detect_privilege() {
-            Privilege::Root => None,
-            Privilege::UserNamespace => Some(
-                "the daemon is not root (the mirror needs root; rootless mode is not built yet)"
-                    .into(),
+        // System mode: a separate helper program holds the privileges (file capabilities), the
+        // daemon none; whether it can build a mirror shows at its first run (a refusal is "ask").
+        let (helper, unavailable) = match &config.helper {
+            Some(program) => (
+                HelperCommand {
+                    program: program.clone(),
+                    args: Vec::new(),
+                },
+                std::fs::metadata(program)
+                    .err()
+                    .map(|e| format!("the mirror helper {} is unusable ({e})", program.display())),
             ),
-            Privilege::Unavailable(why) => Some(format!(
-                "the daemon is not root and user namespaces are unavailable ({why})"
-            )),
+            None => (helper, Self::own_privilege()),
         };
         if unavailable.is_none() {
             if let Err(e) = cmdgate_sandbox::sweep_stale(&state_dir) {
@@ -63,6 +67,21 @@ impl TestRunner {
             state_dir,
             config,
             unavailable,
+        }
+    }
+
+    /// Without a separate helper the daemon re-executes itself, so it must be root.
+    fn own_privilege() -> Option<String> {
+        match cmdgate_sandbox::detect_privilege() {
+            Privilege::Root => None,
+            Privilege::UserNamespace => Some(
+                "the daemon is not root and no mirror helper is configured (`[sandbox] helper`, \
+                 systemd/README.md)"
+                    .into(),
+            ),
+            Privilege::Unavailable(why) => Some(format!(
+                "the daemon is not root and user namespaces are unavailable ({why})"
+            )),
         }
     }
 

@@ -11,8 +11,9 @@
 //! Every accepted revision is also published for the hook, which keeps no state of its own:
 //! `<data dir>/tiermap-revisions` (`Locations::tiermap_revisions`, format in
 //! `cmdgate_policy::tiermap::published`) holds each project's highest accepted revision, rewritten
-//! whole (tmp + rename, mode 0644) after every record and once at start from the store, so the hook
-//! never uses a replayed map's tier 0 to allow a command by itself.
+//! whole (tmp + rename; 0640 for the agents' group `peers.publish_gid`, else 0600) after every
+//! record and once at start from the store, so the hook never uses a replayed map's tier 0 to allow
+//! a command by itself.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -146,15 +147,20 @@ pub struct ProjectStatus {
 pub struct TierMaps {
     keys: Mutex<Keys>,
     projects: Mutex<HashMap<PathBuf, Project>>,
-    /// Where accepted revisions are published for the hook (`None`: not published, unit tests).
-    published: Option<PathBuf>,
+    /// Where accepted revisions are published for the hook (`None`: not published, unit tests),
+    /// and the group the file is given to (`peers.publish_gid`).
+    published: Option<(PathBuf, Option<u32>)>,
     /// Serialises publishing, so an older read of the store never overwrites a newer file.
     publish_lock: Mutex<()>,
 }
 
-/// Writes `text` to `path` whole: a fresh temp file beside it (mode 0644: the hook may run as
-/// another uid), fsync, rename over `path`.
-fn write_published(path: &Path, text: &str) -> std::io::Result<()> {
+/// Writes `text` to `path` whole: a fresh temp file beside it, fsync, rename over `path`. It lists
+/// every project path, so it is readable only by who needs it: with `gid` (system mode: the agents'
+/// group, whose hooks read it) mode 0640 and that group; without, 0600 (user mode: the hook runs as
+/// the daemon's uid). With `gid`, a file that cannot be given to the group is not published, and the
+/// old one is removed: a stale record would let a replayed map's tier 0 through where a missing one
+/// makes the system-mode hook refuse it.
+fn write_published(path: &Path, text: &str, gid: Option<u32>) -> std::io::Result<()> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -164,20 +170,27 @@ fn write_published(path: &Path, text: &str) -> std::io::Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
+    let mode = if gid.is_some() { 0o640 } else { 0o600 };
     let result = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o644)
+            .mode(mode)
             .open(&tmp)?;
-        // The daemon's umask (0077 under systemd) must not hide it from the hook.
-        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        if gid.is_some() {
+            std::os::unix::fs::fchown(&f, None, gid)?;
+        }
+        // The mode as meant, whatever the daemon's umask.
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
+        if gid.is_some() {
+            let _ = std::fs::remove_file(path);
+        }
     }
     result
 }
@@ -198,8 +211,8 @@ impl TierMaps {
     }
 
     /// Publishes accepted revisions to `path` (the daemon passes `Locations::tiermap_revisions`).
-    pub fn publishing(mut self, path: PathBuf) -> TierMaps {
-        self.published = Some(path);
+    pub fn publishing(mut self, path: PathBuf, gid: Option<u32>) -> TierMaps {
+        self.published = Some((path, gid));
         self
     }
 
@@ -208,7 +221,7 @@ impl TierMaps {
     /// cannot be written is reported on stderr (the daemon's own replay check still applies, but
     /// the hook may then see an older record until the next successful write).
     pub async fn publish(&self, store: &Store) -> Result<(), StoreError> {
-        let Some(path) = self.published.clone() else {
+        let Some((path, gid)) = self.published.clone() else {
             return Ok(());
         };
         let _serial = self.publish_lock.lock().await;
@@ -219,7 +232,7 @@ impl TierMaps {
             .collect();
         let text = published::render(&entries);
         let target = path.clone();
-        let written = tokio::task::spawn_blocking(move || write_published(&target, &text))
+        let written = tokio::task::spawn_blocking(move || write_published(&target, &text, gid))
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())));
         if let Err(e) = written {

@@ -75,7 +75,7 @@ pub fn ensure_dev_key_in(config_dir: &Path, trusted_keys: &Path) -> Result<DevKe
         let mut seed = [0u8; 32];
         getrandom::getrandom(&mut seed).map_err(DevKeyError::Random)?;
         let text = format!("{HEADER}{}\n", STANDARD.encode(seed));
-        created = files::create_atomic(&path, text.as_bytes(), 0o600)?;
+        created = files::create_atomic(&path, text.as_bytes(), key_mode(config_dir))?;
     }
     let signing_key = load(&path)?;
 
@@ -103,15 +103,42 @@ pub fn ensure_dev_key_in(config_dir: &Path, trusted_keys: &Path) -> Result<DevKe
     })
 }
 
-/// Reads the key file, refusing one that others could read or write.
+/// Whether `dir` is a config dir its group shares (system mode: `/etc/cmdgate` is
+/// `root:cmdgate-operators` with the setgid bit, so every operator can sign without root).
+fn shared_dir(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(dir)
+        .ok()
+        .filter(|m| m.mode() & 0o2000 != 0)
+        .map(|m| m.gid())
+}
+
+/// The development key's mode: 0600, or 0640 in a shared (setgid) config dir, whose group (the
+/// operators) may sign with it.
+fn key_mode(config_dir: &Path) -> u32 {
+    if shared_dir(config_dir).is_some() {
+        0o640
+    } else {
+        0o600
+    }
+}
+
+/// Reads the key file, refusing one that others could read or write (group read only in a shared
+/// config dir, and only for that dir's group).
 fn load(path: &Path) -> Result<SigningKey, DevKeyError> {
+    use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).map_err(|source| FileError::Io {
         action: "read",
         path: path.to_path_buf(),
         source,
     })?;
     let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o077 != 0 {
+    let group_may_read = path
+        .parent()
+        .and_then(shared_dir)
+        .is_some_and(|gid| gid == meta.gid());
+    let forbidden = if group_may_read { 0o037 } else { 0o077 };
+    if mode & forbidden != 0 {
         return Err(DevKeyError::Permissions {
             path: path.to_path_buf(),
             mode,

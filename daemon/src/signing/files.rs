@@ -190,13 +190,19 @@ pub fn lock_pinned_keys(path: &Path) -> Result<PinnedKeysLock, FileError> {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".lock");
     let lock_path = parent(path).join(name);
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        .open(&lock_path)
-        .map_err(io_err("create", &lock_path))?;
+    // Opened for reading when it exists: flock needs no write access, and in a shared config dir
+    // (system mode) the lock file belongs to whichever operator made it first.
+    let file = match OpenOptions::new().read(true).open(&lock_path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(&lock_path)
+            .map_err(io_err("create", &lock_path))?,
+        Err(e) => return Err(io_err("open", &lock_path)(e)),
+    };
     let lock = Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, errno)| FileError::Io {
         action: "lock",
         path: lock_path.clone(),

@@ -175,7 +175,8 @@ impl Ledger {
             let _ = writeln!(out, "{} {} {map}", s.revision, s.content_hash);
         }
         files::ensure_dir(config_dir, files::CONFIG_DIR_MODE)?;
-        files::write_atomic(&config_dir.join(LEDGER_FILE), out.as_bytes(), 0o644)?;
+        // It lists every signed map's path: the signers' (the config dir's group in system mode).
+        files::write_atomic(&config_dir.join(LEDGER_FILE), out.as_bytes(), 0o640)?;
         Ok(())
     }
 }

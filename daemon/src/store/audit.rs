@@ -29,6 +29,8 @@ pub enum Kind {
     EscapeHatch,
     /// A connection from a peer that is not allowed on that socket.
     RefusedPeer,
+    /// A request that named a session another uid opened.
+    SessionRefused,
     /// A tier map was accepted or rejected.
     Tiermap,
     /// A circuit breaker transition.
@@ -55,6 +57,7 @@ impl Kind {
             Kind::LocalAllow => "local_allow",
             Kind::EscapeHatch => "escape_hatch",
             Kind::RefusedPeer => "refused_peer",
+            Kind::SessionRefused => "session_refused",
             Kind::Tiermap => "tiermap",
             Kind::Breaker => "breaker",
             Kind::Learn => "learn",
@@ -72,6 +75,7 @@ impl Kind {
             Kind::LocalAllow,
             Kind::EscapeHatch,
             Kind::RefusedPeer,
+            Kind::SessionRefused,
             Kind::Tiermap,
             Kind::Breaker,
             Kind::Learn,

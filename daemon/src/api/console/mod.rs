@@ -814,8 +814,8 @@ pub struct WithConsole<B> {
 }
 
 impl<B: Backend> Handler for WithConsole<B> {
-    fn allowed(&self, role: Role, peer: &Peer) -> bool {
-        self.inner.allowed(role, peer)
+    fn allowed(&self, role: Role, peer: &Peer, groups: &[u32]) -> bool {
+        self.inner.allowed(role, peer, groups)
     }
 
     async fn refused(&self, role: Role, peer: Peer) {

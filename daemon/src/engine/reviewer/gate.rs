@@ -122,6 +122,7 @@ impl Engine {
                 audit_id: audit_id.or(asked.audit_id),
                 context: None,
                 run: None,
+                step_aside: false,
             },
             Verdict::Deny => DecideResponse {
                 v: wire::WIRE_VERSION,
@@ -136,6 +137,7 @@ impl Engine {
                 audit_id: audit_id.or(asked.audit_id),
                 context: None,
                 run: None,
+                step_aside: false,
             },
         }
     }
