@@ -10,3 +10,4 @@ pub mod desktop;
 pub mod fake_api;
 pub mod fake_reviewer;
 pub mod proc;
+pub mod system;

@@ -97,7 +97,9 @@ fn a_replayed_broader_map_is_not_fast_path_allowed_and_reads_still_run() {
     );
     assert_eq!(route_one(&g, "accept-broad"), Some(broad_rev as i64));
     assert_eq!(published(&g).map(|p| p.0), Some(broad_rev));
-    assert_eq!(mode(&g.data.join("tiermap-revisions")), 0o644);
+    // It lists every project path: readable by the daemon's uid only (user mode; system mode
+    // gives it to the agents' group, `tests/tests/system_mode.rs`).
+    assert_eq!(mode(&g.data.join("tiermap-revisions")), 0o600);
 
     // The operator narrows tier 0 and re-signs; the daemon accepts the new revision.
     let narrow = sign_narrow(&g);
