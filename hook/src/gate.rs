@@ -643,6 +643,7 @@ mod tests {
             audit_id: Some(9),
             context: None,
             run: Some(ticket.clone()),
+            step_aside: false,
         };
         let sock = Path::new("/run/c.sock");
         let client = || Ok(PathBuf::from("/opt/bin/cmdgate-run"));
