@@ -113,13 +113,17 @@ fn peak_rss_kib(program: &Path, env: &[(String, String)], stdin: &[u8]) -> Optio
         .ok()
 }
 
-/// Instructions executed by one run (callgrind's `Collected`), all threads.
+/// Instructions executed by one run (callgrind's `Collected`), all threads; the profile goes to
+/// `$HOOK_BENCH_CALLGRIND_OUT` (for `callgrind_annotate`), else nowhere.
 fn instructions(program: &Path, env: &[(String, String)], stdin: &[u8]) -> Option<u64> {
     let err = wrapped(
         &[
             "valgrind",
             "--tool=callgrind",
-            "--callgrind-out-file=/dev/null",
+            &format!(
+                "--callgrind-out-file={}",
+                std::env::var("HOOK_BENCH_CALLGRIND_OUT").unwrap_or_else(|_| "/dev/null".into())
+            ),
         ],
         program,
         env,

@@ -4,7 +4,7 @@
 //! set, `cmdgate-run` missing beside the hook; warns when another PreToolUse hook on Bash could
 //! replace cmdgate's rewrite or Claude Code is not the tested version. Exits 1 when any check fails.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -168,6 +168,15 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         };
         if !executable {
             checks.push(check("hook binary", false, format!("{program} ({event}, {}) is missing or not executable: Claude Code treats a hook that cannot run as no decision", file.display())));
+        } else if *event == "PreToolUse" && dynamically_linked(Path::new(program)) == Some(true) {
+            checks.push(Check {
+                name: "hook build",
+                status: "warn",
+                detail: format!(
+                    "{program} is dynamically linked: every tool call pays the dynamic loader (about a third of \
+                     the hook's time, docs/benchmarks.md); build it with `.ci/build-release` (static) and install again"
+                ),
+            });
         }
         // Claude Code's default timeout is 60 s when none is set.
         let t = timeout.unwrap_or(60);
@@ -430,4 +439,55 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Is the ELF executable at `path` dynamically linked (it names a program interpreter, the dynamic
+/// loader)? `None` when it cannot be read or is not a 64-bit little-endian ELF file.
+fn dynamically_linked(path: &Path) -> Option<bool> {
+    use std::io::Read;
+    let mut head = Vec::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut head)
+        .ok()?;
+    if head.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(head.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(head.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(head.get(o..o + 8)?.try_into().ok()?));
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let phentsize = usize::from(u16_at(0x36)?);
+    let phnum = usize::from(u16_at(0x38)?);
+    const PT_INTERP: u32 = 3;
+    let mut interp = false;
+    for i in 0..phnum {
+        interp |= u32_at(phoff + i * phentsize)? == PT_INTERP;
+    }
+    Some(interp)
+}
+
+#[cfg(test)]
+mod build_tests {
+    use super::*;
+
+    #[test]
+    fn tells_a_dynamic_executable_from_a_static_one() {
+        // /bin/sh is dynamically linked on every system the tests run on.
+        assert_eq!(dynamically_linked(Path::new("/bin/sh")), Some(true));
+        assert_eq!(dynamically_linked(Path::new("/etc/hostname")), None);
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("s.c");
+        let bin = dir.path().join("s");
+        std::fs::write(&src, "int main(void) { return 0; }\n").unwrap();
+        let built = std::process::Command::new("cc")
+            .args(["-static", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status()
+            .expect("cc (libc6-dev) is installed for the tests");
+        assert!(built.success());
+        assert_eq!(dynamically_linked(&bin), Some(false));
+    }
 }
