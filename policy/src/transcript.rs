@@ -61,6 +61,11 @@ pub enum NoTurns {
 
 /// The text of a user turn on this line, `None` when the line is not one.
 pub fn user_turn(line: &str) -> Option<(String, Option<String>)> {
+    // Most lines are assistant text and tool traffic: a user line carries the JSON token "user"
+    // (escaped inside a string it would read `\"user\"`), so skip the parse of every other line.
+    if !line.contains("\"user\"") {
+        return None;
+    }
     let v: Value = serde_json::from_str(line).ok()?;
     if v.get("type")?.as_str()? != "user" {
         return None;
