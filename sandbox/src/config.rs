@@ -110,6 +110,13 @@ pub struct RunConfig {
     /// masked like the table's when `mask_secrets` is on.
     #[serde(default)]
     pub secret_paths: Vec<String>,
+    /// The command is git itself (the caller decided it from the parse:
+    /// `cmdgate_policy::decide::protected::git_only`): its bookkeeping under the workspace's
+    /// `.git/` (index, objects, refs, logs, `HEAD`, `ORIG_HEAD`, `COMMIT_EDITMSG`, `packed-refs`,
+    /// …) is a clean effect. What `protected::protected` names (`.git/config`, `hooks/`, `info/`,
+    /// `modules/`, the `.git` entry itself) never is, for any command.
+    #[serde(default)]
+    pub git_bookkeeping: bool,
 }
 
 fn yes() -> bool {
@@ -153,7 +160,33 @@ impl RunConfig {
             masks: vec![state_dir.clone()],
             mask_secrets: true,
             secret_paths: Vec::new(),
+            git_bookkeeping: false,
         }
+    }
+}
+
+impl RunConfig {
+    /// The command's environment: `env`, and for a git command (`git_bookkeeping`) git's
+    /// automatic maintenance turned off through `GIT_CONFIG_COUNT` (appended after any the
+    /// caller set): `git commit` otherwise starts `git maintenance run --auto --detach`, a
+    /// background process the run would be judged for, and repacks the object store.
+    pub fn command_env(&self) -> Vec<(String, String)> {
+        let mut env = self.env.clone();
+        if !self.git_bookkeeping {
+            return env;
+        }
+        let count_at = env.iter().position(|(k, _)| k == "GIT_CONFIG_COUNT");
+        let mut n: usize = count_at.and_then(|i| env[i].1.parse().ok()).unwrap_or(0);
+        if let Some(i) = count_at {
+            env.remove(i);
+        }
+        for (key, value) in [("maintenance.auto", "false"), ("gc.auto", "0")] {
+            env.push((format!("GIT_CONFIG_KEY_{n}"), key.to_string()));
+            env.push((format!("GIT_CONFIG_VALUE_{n}"), value.to_string()));
+            n += 1;
+        }
+        env.push(("GIT_CONFIG_COUNT".to_string(), n.to_string()));
+        env
     }
 }
 
@@ -163,4 +196,35 @@ pub fn default_protected() -> Vec<PathBuf> {
         .iter()
         .map(PathBuf::from)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_git_command_runs_without_background_maintenance() {
+        let helper = HelperCommand {
+            program: PathBuf::from("/x"),
+            args: vec![],
+        };
+        let mut c = RunConfig::new(PathBuf::from("/ws"), PathBuf::from("/s"), helper);
+        c.env = vec![
+            ("GIT_CONFIG_COUNT".into(), "1".into()),
+            ("GIT_CONFIG_KEY_0".into(), "core.pager".into()),
+            ("GIT_CONFIG_VALUE_0".into(), "cat".into()),
+        ];
+        assert_eq!(c.command_env(), c.env);
+        c.git_bookkeeping = true;
+        let env = c.command_env();
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("GIT_CONFIG_COUNT"), Some("3"));
+        assert_eq!(get("GIT_CONFIG_KEY_0"), Some("core.pager"));
+        assert_eq!(get("GIT_CONFIG_KEY_1"), Some("maintenance.auto"));
+        assert_eq!(get("GIT_CONFIG_VALUE_2"), Some("0"));
+        assert_eq!(
+            env.iter().filter(|(k, _)| k == "GIT_CONFIG_COUNT").count(),
+            1
+        );
+    }
 }

@@ -357,6 +357,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
         .map_err(|e| HelperError::Kernel("unshare the pid namespace", e))?;
     let mut writable: Vec<PathBuf> = overlays.iter().map(|(_, o)| o.target.clone()).collect();
     writable.extend(["/tmp", "/run", "/dev/shm"].map(PathBuf::from));
+    let env = cfg.command_env();
     // SAFETY: the helper is single-threaded (nothing in it spawns threads), so the child may
     // run arbitrary code after fork.
     let child = match unsafe { nix::unistd::fork() } {
@@ -370,7 +371,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
                     command: &req.command,
                     cwd: mirror.map_or(&cfg.workspace, |m| &m.cwd),
                     aliases: mirror.is_some(),
-                    env: &cfg.env,
+                    env: &env,
                     run_as: cfg.run_as,
                     network: cfg.network,
                     writable,

@@ -63,7 +63,18 @@ pub fn paths_to_check(effects: &[Effect]) -> Vec<PathBuf> {
 }
 
 fn protected(cfg: &RunConfig, path: &Path) -> bool {
-    cfg.protected.iter().any(|p| path.starts_with(p))
+    cfg.protected.iter().any(|p| path.starts_with(p)) && !git_bookkeeping(cfg, path)
+}
+
+/// Is `path` git's own bookkeeping under the workspace's `.git/`, written by a command that is git
+/// itself? Never what the policy protects in a git directory (config, hooks, info, modules, the
+/// `.git` entry), never a path that is not UTF-8.
+fn git_bookkeeping(cfg: &RunConfig, path: &Path) -> bool {
+    cfg.git_bookkeeping
+        && path.starts_with(".git")
+        && path
+            .to_str()
+            .is_some_and(|rel| cmdgate_policy::decide::protected::protected(rel).is_none())
 }
 
 fn under_extra(cfg: &RunConfig, abs: &Path) -> bool {
@@ -224,6 +235,72 @@ mod tests {
         dirty!(created(Area::Scratch, "/tmp/x"); tracked => "outside the workspace");
         dirty!(Effect::Network { target: "inet 1.1.1.1:53".into(), allowed: false }; tracked => "network");
         dirty!(Effect::BackgroundProcess { pid: 7, command: "sleep".into() }; tracked => "background");
+    }
+
+    #[test]
+    fn git_bookkeeping_is_clean_only_for_git_and_never_config_hooks_info_modules() {
+        let judge_git = |effects: &[Effect], git: bool| {
+            let mut c = cfg();
+            c.git_bookkeeping = git;
+            judge(
+                &Outcome {
+                    exit: Some(0),
+                    signal: None,
+                    timed_out: false,
+                    effects,
+                    mirrored: true,
+                },
+                &c,
+                &Tracked::Known(["src/a.rs"].iter().map(PathBuf::from).collect()),
+            )
+        };
+        let deleted = |p: &str| Effect::Deleted {
+            area: Area::Workspace,
+            path: p.into(),
+            kind: FileKind::File,
+            size: 1,
+        };
+        for e in [
+            modified(".git/index"),
+            created(Area::Workspace, ".git/objects/ab/cdef"),
+            modified(".git/refs/heads/main"),
+            created(Area::Workspace, ".git/refs/heads/feature"),
+            created(Area::Workspace, ".git/refs/tags/v1"),
+            created(Area::Workspace, ".git/refs/stash"),
+            modified(".git/logs/HEAD"),
+            modified(".git/HEAD"),
+            created(Area::Workspace, ".git/ORIG_HEAD"),
+            created(Area::Workspace, ".git/COMMIT_EDITMSG"),
+            modified(".git/packed-refs"),
+            deleted(".git/refs/heads/old"),
+        ] {
+            assert_eq!(
+                judge_git(std::slice::from_ref(&e), true),
+                Vec::<String>::new(),
+                "{e}"
+            );
+            assert!(
+                !judge_git(std::slice::from_ref(&e), false).is_empty(),
+                "{e}"
+            );
+        }
+        for e in [
+            modified(".git/config"),
+            created(Area::Workspace, ".git/config.worktree"),
+            created(Area::Workspace, ".git/hooks/pre-commit"),
+            modified(".git/info/exclude"),
+            created(Area::Workspace, ".git/modules/sub/config"),
+            Effect::ReplacedDir {
+                area: Area::Workspace,
+                path: ".git".into(),
+            },
+            deleted(".git"),
+            created(Area::Workspace, ".claude/settings.json"),
+            created(Area::Workspace, "CLAUDE_CMDS.md"),
+            modified("src/a.rs"),
+        ] {
+            assert!(!judge_git(std::slice::from_ref(&e), true).is_empty(), "{e}");
+        }
     }
 
     #[test]

@@ -60,6 +60,7 @@ pub const PERSISTENCE: &[Persistence] = &[
     name(".npmrc", "npm takes `script-shell`, `node-options` and registries from it on the next install"),
     name(".yarnrc.yml", "yarn runs the `yarnPath` script it names on every yarn command"),
     tail(".github/workflows", "CI runs the workflows with the repository's secrets on the next push"),
+    name(".gitmodules", "`git submodule update` clones the URLs it names into the paths it names (crafted submodule paths and URLs have made git run code)"),
     name(".gitlab-ci.yml", "CI runs its jobs with the repository's secrets on the next push"),
 ];
 

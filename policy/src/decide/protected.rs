@@ -2,6 +2,8 @@
 //! behaviour. A write to one asks a person (the Write family here; Bash writes through the mirror's
 //! verdict, which judges the same places).
 
+use crate::shell::{Analysis, Word};
+
 /// Entries of a `.git` directory whose change makes git run code or changes what it trusts.
 const GIT_DIR_ENTRIES: &[&str] = &["config", "config.worktree", "hooks", "info", "modules"];
 
@@ -42,6 +44,38 @@ pub fn protected(rel: &str) -> Option<String> {
     None
 }
 
+/// Is the command git itself, and nothing else: every simple command it would run (substitutions
+/// and `bash -c` re-entries included) is `git` (by name, without a `PATH=` of its own, or at a
+/// system path) or `cd`, with no wrapper (`sudo`, `env -S`, …) and no function of the string's
+/// own? Then the mirror may take
+/// git's bookkeeping under `.git/` as a clean effect (`RunConfig::git_bookkeeping` in the sandbox);
+/// what [`protected`] names in a git directory never is. An unanalysable string is not git.
+pub fn git_only(analysis: &Analysis) -> bool {
+    /// git by name (found on the mirror's `PATH`, which the string may not change) or at the
+    /// places distributions install it; not a `git` the agent wrote somewhere.
+    const GIT_PROGRAMS: &[&str] = &["git", "/usr/bin/git", "/bin/git", "/usr/local/bin/git"];
+    let Analysis::Parsed(script) = analysis else {
+        return false;
+    };
+    let is_git = |w: &str| GIT_PROGRAMS.contains(&w);
+    script.functions.is_empty()
+        && script.commands.iter().any(|c| {
+            c.argv
+                .first()
+                .is_some_and(|w| matches!(w, Word::Static(w) if is_git(w)))
+        })
+        && script.commands.iter().all(|c| {
+            c.wrappers.is_empty()
+                && !c.env.iter().any(|a| a.name == "PATH")
+                && match c.argv.first() {
+                    Some(Word::Static(w)) if is_git(w) => true,
+                    // `cd` changes where git runs, nothing else.
+                    Some(Word::Static(w)) if w == "cd" => c.redirects.is_empty(),
+                    _ => false,
+                }
+        })
+}
+
 /// How a mirrored run touched a workspace path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Touch {
@@ -80,7 +114,38 @@ pub fn effect_refusal(rel: &str, touch: Touch) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{effect_refusal, protected, Touch};
+    use super::{effect_refusal, git_only, protected, Touch};
+    use crate::shell::{analyze, Limits};
+
+    #[test]
+    fn git_only_is_git_and_nothing_else() {
+        for cmd in [
+            "git add f && git commit -m x",
+            "git switch -c topic",
+            "git stash && git stash pop",
+            "/usr/bin/git tag v1",
+            "GIT_EDITOR=true git rebase main",
+            "cd sub && git restore --staged f",
+            "git merge --ff-only topic",
+        ] {
+            assert!(git_only(&analyze(cmd, &Limits::default())), "{cmd}");
+        }
+        for cmd in [
+            "git add f && python3 -c 'x'",
+            "git commit -m \"$(cat msg)\"",
+            "sudo git commit -m x",
+            "git() { rm -rf .; }; git status",
+            "echo x > .git/refs/heads/main",
+            "gitx status",
+            "/tmp/evil/git status",
+            "PATH=./bin:$PATH git status",
+            "cd sub",
+            "",
+            "git commit -m 'unterminated",
+        ] {
+            assert!(!git_only(&analyze(cmd, &Limits::default())), "{cmd}");
+        }
+    }
 
     #[test]
     fn mirrored_effects() {

@@ -444,3 +444,89 @@ fn a_directory_the_host_deleted_while_the_run_changed_it_is_not_resurrected() {
     );
     assert!(!report.changes.is_empty());
 }
+
+/// A host repository with one commit, made by the test (as the run would see it).
+fn git_repo(env: &Env) {
+    env.write("README", "hello\n");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .current_dir(&env.ws)
+            .env("HOME", &env.home)
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "README"]);
+    git(&["commit", "-q", "-m", "first"]);
+}
+
+const GIT_ID: &str = "git -c user.name=agent -c user.email=agent@example.invalid";
+
+#[test]
+fn git_bookkeeping_of_a_git_command_is_clean_and_commits_into_the_real_repository() {
+    let env = Env::new();
+    git_repo(&env);
+    let mut config = env.config();
+    config.git_bookkeeping = true;
+    let add_commit = format!("echo f > f && {GIT_ID} add f && {GIT_ID} commit -q -m x");
+    // The verdict (a test-run judges with the same code and no disk-space guard).
+    let run = crate::common::run_with(&config, &add_commit);
+    assert!(run.clean, "{:?} {}", run.why, run.stderr);
+    assert!(
+        run.effects
+            .iter()
+            .any(|e| e.to_string().contains(".git/index")),
+        "{:?}",
+        run.effects
+    );
+    // Without the git flag the same effects are protected.
+    let run = crate::common::run_with(&env.config(), &add_commit);
+    assert!(
+        run.why.iter().any(|w| w.contains("protected")),
+        "{:?}",
+        run.why
+    );
+    // Never clean, even for git: config, hooks.
+    for cmd in [
+        format!("{GIT_ID} config core.hooksPath /tmp/h"),
+        "echo 'echo pwned' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit".to_string(),
+        "echo '[core]' >> .git/config".to_string(),
+    ] {
+        let run = crate::common::run_with(&config, &cmd);
+        assert!(
+            run.why.iter().any(|w| w.contains("protected")),
+            "{cmd}: {:?}",
+            run.why
+        );
+    }
+
+    // The mirrored run's .git changes commit like any other: the commit is in the host repo.
+    let (_, err, fin) = mirrored_with(&config, &command(&env, &add_commit));
+    assert_eq!(fin.run.exit, Some(0), "{err}");
+    assert!(
+        !fin.run.why.iter().any(|w| w.contains(".git")),
+        "{:?}",
+        fin.run.why
+    );
+    commit_ok(fin);
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s", "--name-only"])
+        .current_dir(&env.ws)
+        .output()
+        .expect("git log");
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(log.starts_with("x\n\nf\n"), "{log}");
+    let status = std::process::Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&env.ws)
+        .output()
+        .expect("git status");
+    assert_eq!(
+        String::from_utf8_lossy(&status.stdout),
+        "",
+        "clean tree after commit"
+    );
+}
