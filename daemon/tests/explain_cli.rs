@@ -107,6 +107,14 @@ fn a_signed_map_with_pinned_keys_enables_test_runs_and_asks() {
     assert_eq!(decision(&v), "test-run", "{v:#}");
     assert_eq!(v["outcome"]["network"], true);
     assert_eq!(v["tier_map"]["revision"], 2);
+    // Not `direct`: it runs once in the mirror and its clean effects are committed.
+    assert_eq!(v["outcome"]["direct"], false, "{v:#}");
+    assert!(
+        v["outcome"]["then"]
+            .as_str()
+            .is_some_and(|t| t.contains("committed")),
+        "{v:#}"
+    );
     let v = explain(&env, "git push origin x");
     assert_eq!(decision(&v), "ask", "{v:#}");
 }

@@ -123,7 +123,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             "network": plan.options.network,
             "extra_writable": plan.options.extra_writable,
             "edit_tracked": plan.options.edit_tracked,
-            "then": "clean ⇒ allow; dirty ⇒ deny with the effects; error or timeout ⇒ ask",
+            "direct": plan.options.direct,
+            "then": then(plan.options.direct),
         }),
     };
     if args.json {
@@ -192,7 +193,17 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             println!("reason    {}", e.reason);
         }
         Step::TestRun(plan) => {
-            println!("decision  TEST-RUN in the container mirror ({})", plan.why);
+            if plan.options.direct {
+                println!(
+                    "decision  TEST-RUN in the container mirror, then on the host (`direct`; {})",
+                    plan.why
+                );
+            } else {
+                println!(
+                    "decision  RUN once, in the container mirror, through cmdgate-run ({})",
+                    plan.why
+                );
+            }
             println!(
                 "options   timeout {}, network {}, extra writable {:?}, tracked edits {}",
                 plan.options
@@ -211,12 +222,20 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                     "dirty"
                 },
             );
-            println!(
-                "then      clean ⇒ allow; dirty ⇒ deny with the effects; error or timeout ⇒ ask"
-            );
+            println!("then      {}", then(plan.options.direct));
         }
     }
     Ok(())
+}
+
+/// What follows a mirror step: a mirrored run (issue 19), or the test-run of a `direct` entry.
+fn then(direct: bool) -> &'static str {
+    if direct {
+        "clean ⇒ allow (it runs again on the host); dirty ⇒ deny with the effects; error or timeout ⇒ ask"
+    } else {
+        "the agent sees its output and exit status; clean effects ⇒ committed (undo with `cmdgate undo`); \
+         dirty ⇒ rolled back with the reason; a conflict with the host ⇒ nothing committed"
+    }
 }
 
 /// The read pack covering a part and its rule (`kubectl`, `kubectl get`), when one does.
