@@ -97,7 +97,12 @@ pub fn secret_masks(
         roots.push((canonical_or_same(home)?, home.to_path_buf()));
     }
     let mut out: Vec<PathBuf> = Vec::new();
+    let pseudo = |p: &Path| ["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d));
     for c in candidates {
+        // Before resolving: `/proc/<pid>/cwd` resolves to a process's working directory.
+        if pseudo(&c) {
+            continue;
+        }
         let real = match std::fs::canonicalize(&c) {
             Ok(p) => p,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
@@ -107,10 +112,10 @@ pub fn secret_masks(
             .iter()
             .find_map(|(canon, spelled)| real.strip_prefix(canon).ok().map(|rel| spelled.join(rel)))
             .unwrap_or(real);
-        if ["/proc", "/sys", "/dev"]
-            .iter()
-            .any(|p| shown.starts_with(p))
+        // A mask over the workspace or the home (a link to `~`) would hide the work itself.
+        if pseudo(&shown)
             || workspace.starts_with(&shown)
+            || home.is_some_and(|h| h.starts_with(&shown))
         {
             continue;
         }
@@ -231,7 +236,11 @@ mod tests {
             std::fs::write(home.join(f), "x").expect("write");
         }
         std::os::unix::fs::symlink(home.join(".aws"), ws.join("aws-link")).expect("symlink");
+        // A secret name that is a link to the home itself does not mask the home.
+        std::os::unix::fs::symlink(&home, home.join(".pgpass")).expect("symlink");
         let masks = secret_masks(Some(&home), &ws, &["vault.txt".to_string()]).expect("masks");
+        assert!(!masks.iter().any(|m| home.starts_with(m)), "{masks:?}");
+        assert!(!masks.iter().any(|m| m.starts_with("/proc")), "{masks:?}");
         let rel: Vec<String> = masks
             .iter()
             .filter_map(|p| p.strip_prefix(&home).ok())
@@ -256,6 +265,7 @@ mod tests {
             "proj/id_rsa",
             "proj/aws-link",
             "proj",
+            "",
         ] {
             assert!(!rel.contains(&not.to_string()), "{not} in {rel:?}");
         }
