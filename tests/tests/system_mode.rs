@@ -459,3 +459,155 @@ fn the_operator_works_through_group_membership() {
     let (d, why) = s.hook(&a1, &[], &event(&a1, "t4"));
     assert_ne!(d, "none", "revoked: {why}");
 }
+
+/// Runs `cmdgate doctor` as `user` for its project, in system mode; (exit ok, the JSON report).
+fn doctor_as(s: &System, user: &User, managed: &Path) -> (bool, Value) {
+    let proj = s.proj(user);
+    let done = s.cli_as(
+        user,
+        &[
+            "doctor",
+            "--json",
+            "--project",
+            proj.to_str().unwrap(),
+            "--managed-dir",
+            managed.to_str().unwrap(),
+        ],
+    );
+    let report: Value = serde_json::from_str(&done.stdout_text())
+        .unwrap_or_else(|e| panic!("doctor: {e}: {}{}", done.stdout_text(), done.stderr_text()));
+    (done.status.success(), report)
+}
+
+fn check_named<'a>(report: &'a Value, name: &str) -> Vec<&'a Value> {
+    report["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == name)
+        .collect()
+}
+
+/// The registration lives in Claude Code's root-owned managed settings: the agent rewriting every
+/// settings file it can (hooks removed, `disableAllHooks`, a hatch in `env`) leaves cmdgate in
+/// place, and `doctor` (run as the agent) says so. The same registration in the agent's own
+/// project settings is reported as fail-open, and a matcher that leaves tools out is flagged.
+#[test]
+fn the_managed_registration_survives_the_agents_settings() {
+    use cmdgate_tests::proc::run_bounded;
+    use cmdgate_tests::system::BOUND;
+    let mut s = System::create();
+    s.start(0o660);
+    let a = s.agent1.clone();
+    let proj = s.proj(&a);
+    operator_map_to(&s, &a, &map_text(1, &["make lint"]), "rev-1.md");
+    let managed = s.root.path().join("claude-code");
+    std::fs::create_dir(&managed).unwrap();
+    chmod(&managed, 0o755);
+    let managed_file = managed.join("managed-settings.json");
+    std::fs::write(&managed_file, r#"{"permissions": {"deny": ["WebFetch"]}}"#).unwrap();
+    chmod(&managed_file, 0o644);
+    // Root registers the hook, merged into what the managed settings already hold.
+    let mut install = std::process::Command::new(&s.cmdgate);
+    install.args(["hook", "install", "--managed", "--managed-dir"]);
+    install
+        .arg(&managed)
+        .args(["--system", "--config-dir"])
+        .arg(&s.etc);
+    install
+        .arg("--data-dir")
+        .arg(&s.var)
+        .arg("--socket")
+        .arg(&s.socket);
+    install
+        .arg("--hook")
+        .arg(&s.hook)
+        .args(["--allow-managed-hooks-only", "--json"]);
+    let done = run_bounded(&mut install, b"", BOUND);
+    assert!(done.status.success(), "install: {}", done.stderr_text());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&managed_file).unwrap()).unwrap();
+    assert_eq!(v["permissions"]["deny"][0], "WebFetch", "clobbered: {v}");
+    assert_eq!(v["allowManagedHooksOnly"], true, "{v}");
+    let command = s.hook_argv().join(" ");
+    for e in ["PreToolUse", "PostToolUse", "PostToolUseFailure"] {
+        assert_eq!(v["hooks"][e][0]["matcher"], "*", "{v}");
+        assert_eq!(v["hooks"][e][0]["hooks"][0]["command"], command, "{v}");
+    }
+
+    // The agent rewrites every settings file it can.
+    let rewrite = format!(
+        "mkdir -p ~/.claude {p}/.claude && \
+         echo '{{\"disableAllHooks\": true, \"hooks\": {{}}}}' > ~/.claude/settings.json && \
+         echo '{{\"env\": {{\"CMDGATE_ESCAPE_HATCH\": \"me\"}}}}' > {p}/.claude/settings.local.json",
+        p = proj.display()
+    );
+    let done = s.as_user(&a, &[], &["sh", "-c", &rewrite], b"");
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let (ok, report) = doctor_as(&s, &a, &managed);
+    assert!(ok, "doctor should find cmdgate in place: {report:#}");
+    for c in check_named(&report, "registered: PreToolUse") {
+        assert!(
+            c["detail"].as_str().unwrap().contains("managed settings"),
+            "{c}"
+        );
+    }
+    assert_eq!(
+        check_named(&report, "hooks enabled")[0]["status"],
+        "warn",
+        "{report:#}"
+    );
+    assert_eq!(
+        check_named(&report, "escape hatch")[0]["status"],
+        "warn",
+        "{report:#}"
+    );
+
+    // Without the managed registration, the agent's own project settings are all there is.
+    std::fs::remove_file(&managed_file).unwrap();
+    let cmdgate = s.cmdgate.display().to_string();
+    let mut install: Vec<String> = vec![
+        cmdgate,
+        "hook".into(),
+        "install".into(),
+        "--project".into(),
+        proj.display().to_string(),
+        "--hook".into(),
+        s.hook.display().to_string(),
+        "--system".into(),
+    ];
+    for (flag, p) in [
+        ("--config-dir", &s.etc),
+        ("--data-dir", &s.var),
+        ("--socket", &s.socket),
+    ] {
+        install.push(flag.into());
+        install.push(p.display().to_string());
+    }
+    let install: Vec<&str> = install.iter().map(String::as_str).collect();
+    let done = s.as_user(&a, &[], &install, b"");
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let (ok, report) = doctor_as(&s, &a, &managed);
+    assert!(!ok, "an agent-writable registration passed: {report:#}");
+    let pre = check_named(&report, "registered: PreToolUse");
+    assert!(
+        pre[0]["detail"].as_str().unwrap().contains("fail-open"),
+        "{report:#}"
+    );
+
+    // A matcher that leaves tools out is flagged whatever the scope.
+    let narrow = format!(
+        "echo '{{\"hooks\": {{\"PreToolUse\": [{{\"matcher\": \"Bash\", \"hooks\": \
+         [{{\"type\": \"command\", \"command\": \"{command}\"}}]}}]}}}}' > {p}/.claude/settings.local.json",
+        p = proj.display()
+    );
+    let done = s.as_user(&a, &[], &["sh", "-c", &narrow], b"");
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let (_, report) = doctor_as(&s, &a, &managed);
+    let flagged = check_named(&report, "hook matcher");
+    assert!(
+        flagged
+            .iter()
+            .any(|c| c["status"] == "fail" && c["detail"].as_str().unwrap().contains("`Bash`")),
+        "{report:#}"
+    );
+}

@@ -1,8 +1,12 @@
 //! `cmdgate doctor`: find every setup in which cmdgate would fail open or not be consulted — hook
-//! missing or not executable, not registered for all three events, a hook timeout too short, hooks
-//! disabled, the daemon unreachable, the map unsigned or invalid, no pinned keys, the escape hatch
-//! set, `cmdgate-run` missing beside the hook; warns when another PreToolUse hook on Bash could
-//! replace cmdgate's rewrite or Claude Code is not the tested version. Exits 1 when any check fails.
+//! missing or not executable, not registered for all three events, registered under a matcher
+//! that leaves tools out, a hook timeout too short, hooks disabled, the daemon unreachable, the map
+//! unsigned or invalid, no pinned keys, the escape hatch set, `cmdgate-run` missing beside the
+//! hook; warns when another PreToolUse hook on Bash could replace cmdgate's rewrite or Claude Code
+//! is not the tested version. It reads every settings scope Claude Code merges (managed, user,
+//! project, local) and judges them from the agent's point of view (`--agent USER`, default:
+//! whoever runs it): in system mode a registration only in files the agent can change is
+//! fail-open (the agent can delete it before its next session). Exits 1 when any check fails.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,6 +19,7 @@ use serde_json::json;
 use crate::api::serve;
 use crate::cli::client;
 use crate::cli::hook::{self, EVENTS};
+use crate::cli::settings::{self, Identity, Scope, MANAGED_DIR};
 
 /// Arguments of `cmdgate doctor`.
 #[derive(Debug, clap::Args)]
@@ -22,8 +27,52 @@ pub struct DoctorArgs {
     /// The project to check (default: the current directory).
     #[arg(long)]
     pub project: Option<PathBuf>,
+    /// Judge the settings as this agent user (name or uid; its home from the password database).
+    /// Default: whoever runs doctor.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Claude Code's managed settings directory.
+    #[arg(long, default_value = MANAGED_DIR)]
+    pub managed_dir: PathBuf,
     #[arg(long)]
     pub json: bool,
+}
+
+/// Who the agent is: `--agent`, else the user running doctor (with `$HOME` as its home).
+fn agent_identity(agent: Option<&str>) -> anyhow::Result<Identity> {
+    if let Some(who) = agent {
+        return Identity::lookup(who)
+            .ok_or_else(|| anyhow::anyhow!("no user {who} in /etc/passwd"));
+    }
+    let uid = nix::unistd::getuid().as_raw();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let mut me = Identity::lookup(&uid.to_string()).unwrap_or_else(|| Identity {
+        name: format!("uid {uid}"),
+        uid,
+        gids: Vec::new(),
+        home: PathBuf::from("/"),
+    });
+    // The groups this process really has (newgrp, a login that predates a group change).
+    if let Ok(groups) = nix::unistd::getgroups() {
+        me.gids.extend(groups.iter().map(|g| g.as_raw()));
+    }
+    me.gids.push(nix::unistd::getgid().as_raw());
+    me.gids.sort_unstable();
+    me.gids.dedup();
+    if let Some(h) = home {
+        me.home = h;
+    }
+    Ok(me)
+}
+
+/// One registration found, where, and whether the agent can change that file.
+struct Found {
+    event: String,
+    command: String,
+    timeout: Option<u64>,
+    file: PathBuf,
+    scope: Scope,
+    agent_can_change: Option<String>,
 }
 
 /// One finding.
@@ -90,7 +139,8 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         None => std::env::current_dir()?,
     };
     let project = std::fs::canonicalize(&project).unwrap_or(project);
-    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/".into()));
+    let agent = agent_identity(args.agent.as_deref())?;
+    let home = agent.home.clone();
     let mut checks = Vec::new();
 
     // Config.
@@ -114,49 +164,171 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         ));
     }
 
-    // Hook registration across the settings files Claude Code merges.
-    let mut registered: Vec<(String, String, Option<u64>, PathBuf)> = Vec::new();
+    let system = paths
+        .as_ref()
+        .is_some_and(|p| p.mode == cmdgate_policy::locations::Mode::System);
+
+    // Hook registration across every settings file Claude Code merges, managed first.
+    let mut registered: Vec<Found> = Vec::new();
     let mut env: Vec<(String, String)> = Vec::new();
-    for file in hook::settings_files(&project, &home) {
-        match hook::read_settings(&file) {
-            Ok(settings) => {
-                let r = hook::inspect(&settings);
+    let mut disabled: Vec<(PathBuf, Scope)> = Vec::new();
+    let mut managed_only = false;
+    for file in settings::settings_files(&project, &home, &args.managed_dir) {
+        match hook::read_settings(&file.path) {
+            Ok(value) => {
+                let r = hook::inspect(&value);
                 if r.all_hooks_disabled {
+                    disabled.push((file.path.clone(), file.scope));
+                }
+                managed_only |= file.scope.is_managed() && r.managed_hooks_only;
+                for (event, matcher) in &r.narrow {
                     checks.push(check(
-                        "hooks enabled",
+                        "hook matcher",
                         false,
                         format!(
-                            "{} sets disableAllHooks: every call runs unchecked",
-                            file.display()
+                            "{}: {event} is registered under matcher `{matcher}`: every tool it does \
+                             not match (Write, Edit, Read, MCP tools, …) runs unchecked; register \
+                             it under `*` (`cmdgate hook install` moves it)",
+                            file.path.display()
                         ),
                     ));
                 }
-                registered.extend(
-                    r.events
-                        .into_iter()
-                        .map(|(e, c, t)| (e, c, t, file.clone())),
-                );
+                let changeable = settings::agent_can_change(&file.path, &agent);
+                registered.extend(r.events.into_iter().map(|(event, command, timeout)| Found {
+                    event,
+                    command,
+                    timeout,
+                    file: file.path.clone(),
+                    scope: file.scope,
+                    agent_can_change: changeable.clone(),
+                }));
                 env.extend(r.env);
             }
             Err(e) => checks.push(check("settings", false, format!("{e:#}"))),
         }
     }
-    for event in EVENTS {
-        let found: Vec<_> = registered.iter().filter(|r| r.0 == event).collect();
-        checks.push(check(
-            match event {
-                "PreToolUse" => "registered: PreToolUse",
-                "PostToolUse" => "registered: PostToolUse",
-                _ => "registered: PostToolUseFailure",
-            },
-            !found.is_empty(),
-            match found.first() {
-                Some(r) => format!("{} in {}", r.1, r.3.display()),
-                None => format!("cmdgate-hook is not registered for {event}; run `cmdgate hook install --project {}`", project.display()),
-            },
-        ));
+    let managed_registration = |event: &str| {
+        registered
+            .iter()
+            .any(|r| r.event == event && r.scope.is_managed() && r.agent_can_change.is_none())
+    };
+    for (file, scope) in &disabled {
+        let all_managed = EVENTS.iter().all(|e| managed_registration(e));
+        checks.push(if scope.is_managed() {
+            check(
+                "hooks enabled",
+                false,
+                format!(
+                    "{} (managed) sets disableAllHooks: no hook runs, cmdgate included",
+                    file.display()
+                ),
+            )
+        } else if all_managed {
+            Check {
+                name: "hooks enabled",
+                status: "warn",
+                detail: format!(
+                    "{} sets disableAllHooks; managed hooks (cmdgate's registration) still run",
+                    file.display()
+                ),
+            }
+        } else {
+            check(
+                "hooks enabled",
+                false,
+                format!(
+                    "{} sets disableAllHooks: every call runs unchecked",
+                    file.display()
+                ),
+            )
+        });
     }
-    for (event, command, timeout, file) in &registered {
+    for event in EVENTS {
+        let found: Vec<&Found> = registered.iter().filter(|r| r.event == event).collect();
+        let name = match event {
+            "PreToolUse" => "registered: PreToolUse",
+            "PostToolUse" => "registered: PostToolUse",
+            _ => "registered: PostToolUseFailure",
+        };
+        let held = found.iter().find(|r| r.agent_can_change.is_none());
+        checks.push(match (found.first(), held) {
+            (None, _) => check(
+                name,
+                false,
+                format!(
+                    "cmdgate-hook is not registered for {event}; run `cmdgate hook install {}`",
+                    if system {
+                        "--managed --system".to_owned()
+                    } else {
+                        format!("--project {}", project.display())
+                    }
+                ),
+            ),
+            // System mode: a registration the agent can delete is no registration.
+            (Some(r), None) if system => check(
+                name,
+                false,
+                format!(
+                    "fail-open: {event} is registered only in files {} can change ({}: {}); it can \
+                     remove cmdgate before its next session. Register it in the managed settings: \
+                     `sudo cmdgate hook install --managed --system`",
+                    agent.name,
+                    r.file.display(),
+                    r.agent_can_change.as_deref().unwrap_or_default()
+                ),
+            ),
+            (Some(r), held) => {
+                let r = held.copied().unwrap_or(r);
+                let whose = match (r.scope.is_managed(), &r.agent_can_change) {
+                    (true, None) => "managed settings, out of the agent's reach".to_owned(),
+                    (_, None) => format!("not changeable by {}", agent.name),
+                    (_, Some(why)) => why.clone(),
+                };
+                check(
+                    name,
+                    true,
+                    format!("{} in {} ({whose})", r.command, r.file.display()),
+                )
+            }
+        });
+    }
+    if system {
+        for r in registered.iter().filter(|r| r.scope.is_managed()) {
+            if !r.command.split_whitespace().any(|w| w == "--system") {
+                checks.push(check(
+                    "system-mode hook",
+                    false,
+                    format!(
+                        "{} registers `{}` without --system: that hook trusts the agent's \
+                         environment (CMDGATE_SOCKET, CMDGATE_CONFIG_DIR, CMDGATE_ESCAPE_HATCH, …); \
+                         `sudo cmdgate hook install --managed --system`",
+                        r.file.display(),
+                        r.command
+                    ),
+                ));
+            }
+        }
+        if EVENTS.iter().all(|e| managed_registration(e)) && !managed_only {
+            checks.push(Check {
+                name: "managed hooks only",
+                status: "warn",
+                detail:
+                    "allowManagedHooksOnly is not set in the managed settings: hooks from files \
+                         the agent can write still run beside cmdgate (they cannot undo its deny, \
+                         but they run the agent's code at every tool call); `cmdgate hook install \
+                         --managed --allow-managed-hooks-only`"
+                        .into(),
+            });
+        }
+    }
+    for Found {
+        event,
+        command,
+        timeout,
+        file,
+        ..
+    } in &registered
+    {
         let deadline = hook::deadline_of(command);
         let min = hook::min_timeout_s(deadline);
         let program = command.split_whitespace().next().unwrap_or_default();
@@ -199,7 +371,13 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
     // Mirrored runs (issue 19): the hook rewrites tier-1 Bash calls into `cmdgate-run`, which must
     // sit beside it; another PreToolUse hook on Bash could replace that rewrite (with several
     // hooks the last rewrite wins); and Claude Code must honour `updatedInput`.
-    for (event, command, _, file) in registered.iter().filter(|r| r.0 == "PreToolUse") {
+    for Found {
+        event,
+        command,
+        file,
+        ..
+    } in registered.iter().filter(|r| r.event == "PreToolUse")
+    {
         let program = PathBuf::from(command.split_whitespace().next().unwrap_or_default());
         let client = program.with_file_name(cmdgate_policy::wire::run::CLIENT_NAME);
         let ok = {
@@ -224,7 +402,8 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let mut rewriters = Vec::new();
-    for file in hook::settings_files(&project, &home) {
+    for file in settings::settings_files(&project, &home, &args.managed_dir) {
+        let file = file.path;
         let Ok(settings) = hook::read_settings(&file) else {
             continue;
         };
@@ -273,18 +452,33 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
             hatch.push(format!("environment: {v}"));
         }
     }
-    checks.push(check(
-        "escape hatch",
-        hatch.is_empty(),
-        if hatch.is_empty() {
-            "not set".into()
-        } else {
+    // A system-mode hook (every registration with --system) reads no hatch variable.
+    let system_hooks = !registered.is_empty()
+        && registered
+            .iter()
+            .all(|r| r.command.split_whitespace().any(|w| w == "--system"));
+    checks.push(if hatch.is_empty() {
+        check("escape hatch", true, "not set".into())
+    } else if system_hooks {
+        Check {
+            name: "escape hatch",
+            status: "warn",
+            detail: format!(
+                "CMDGATE_ESCAPE_HATCH is set ({}) but ignored: the system-mode hook reads no hatch \
+                 variable (the operator grants it: `cmdgate escape-hatch grant`)",
+                hatch.join("; ")
+            ),
+        }
+    } else {
+        check(
+            "escape hatch",
+            false,
             format!(
                 "CMDGATE_ESCAPE_HATCH is set ({}): cmdgate steps aside except for tier 3",
                 hatch.join("; ")
-            )
-        },
-    ));
+            ),
+        )
+    });
 
     // Daemon.
     if let Some(p) = &paths {

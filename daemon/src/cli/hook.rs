@@ -1,6 +1,10 @@
-//! `cmdgate hook install [--project DIR | --user]`: register the hook binary in Claude Code's
-//! settings for PreToolUse, PostToolUse and PostToolUseFailure, merged into whatever the settings
-//! already hold (never clobbered), with a timeout above the hook's own deadline.
+//! `cmdgate hook install [--project DIR | --user | --managed]`: register the hook binary in Claude
+//! Code's settings for PreToolUse, PostToolUse and PostToolUseFailure, merged into whatever the
+//! settings already hold (never clobbered), with matcher `*` (every tool) and a timeout above the
+//! hook's own deadline. `--managed` writes Claude Code's root-owned managed settings
+//! (`/etc/claude-code/managed-settings.json`), the only scope an agent cannot rewrite, and
+//! `--system` puts the system-mode arguments on the hook's command line (the hook then reads
+//! nothing that loosens it from the agent's environment).
 //!
 //! The settings logic ([`register`], [`inspect`]) is shared with `cmdgate doctor`.
 
@@ -11,6 +15,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use serde_json::{json, Map, Value};
 
+use crate::cli::settings::{covers_all_tools, MANAGED_DIR, MANAGED_FILE};
 use crate::config::HOOK_DEADLINE;
 
 /// The events cmdgate must be registered for; missing any one is a fail-open setup.
@@ -55,11 +60,36 @@ pub enum HookCommand {
     /// Register the hook in Claude Code's settings (project: DIR/.claude/settings.json).
     Install {
         /// The project whose .claude/settings.json to change (default: the current directory).
-        #[arg(long, conflicts_with = "user")]
+        #[arg(long, conflicts_with_all = ["user", "managed"])]
         project: Option<PathBuf>,
         /// Change ~/.claude/settings.json instead (every project of this user).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "managed")]
         user: bool,
+        /// Change Claude Code's managed settings (root-owned; every user of this machine):
+        /// `/etc/claude-code/managed-settings.json`. The one scope an agent cannot rewrite.
+        #[arg(long)]
+        managed: bool,
+        /// Claude Code's managed settings directory (with --managed).
+        #[arg(long, requires = "managed", default_value = MANAGED_DIR)]
+        managed_dir: PathBuf,
+        /// Also set the managed-only `allowManagedHooksOnly: true`: hooks from user and project
+        /// settings (files the agent can write) no longer run at all (with --managed).
+        #[arg(long, requires = "managed")]
+        allow_managed_hooks_only: bool,
+        /// Register the hook in system mode (`--system` on its command line): it takes socket,
+        /// keys and records from that command line and the system locations, never from the
+        /// agent's environment.
+        #[arg(long)]
+        system: bool,
+        /// System mode's config dir, if not /etc/cmdgate (written on the command line).
+        #[arg(long, requires = "system")]
+        config_dir: Option<PathBuf>,
+        /// System mode's data dir, if not /var/lib/cmdgate.
+        #[arg(long, requires = "system")]
+        data_dir: Option<PathBuf>,
+        /// System mode's decide socket, if not /run/cmdgate/cmdgate.sock.
+        #[arg(long, requires = "system")]
+        socket: Option<PathBuf>,
         /// The hook binary (default: cmdgate-hook next to this cmdgate).
         #[arg(long)]
         hook: Option<PathBuf>,
@@ -84,6 +114,11 @@ pub struct Registration {
     pub all_hooks_disabled: bool,
     /// `env` entries relevant to cmdgate (`CMDGATE_*`).
     pub env: Vec<(String, String)>,
+    /// Event → matcher of every cmdgate entry whose matcher leaves tools out (`Bash` lets Write,
+    /// Edit, Read and MCP tools through unchecked).
+    pub narrow: Vec<(String, String)>,
+    /// `allowManagedHooksOnly: true` (honoured only in managed settings).
+    pub managed_hooks_only: bool,
 }
 
 /// Is this hook command cmdgate's? (The binary's file name is `cmdgate-hook`.)
@@ -117,6 +152,32 @@ pub fn register(
         let Some(list) = list.as_array_mut() else {
             bail!("`hooks.{event}` in the settings is not a list")
         };
+        // cmdgate under a matcher that leaves tools out is taken out of that group (the group's
+        // other hooks stay; an emptied group goes) and registered again under `*` below.
+        let mut moved = false;
+        for group in list.iter_mut() {
+            let matcher = group.get("matcher").and_then(Value::as_str);
+            if covers_all_tools(matcher) {
+                continue;
+            }
+            if let Some(hs) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                let before = hs.len();
+                hs.retain(|h| {
+                    !h.get("command")
+                        .and_then(Value::as_str)
+                        .is_some_and(is_cmdgate_hook)
+                });
+                moved |= hs.len() != before;
+            }
+        }
+        list.retain(|g| {
+            g.get("hooks")
+                .and_then(Value::as_array)
+                .is_none_or(|hs| !hs.is_empty())
+        });
+        if moved {
+            changes.push(format!("moved {event} to matcher *"));
+        }
         let mut found = false;
         for group in list.iter_mut() {
             for h in group
@@ -144,7 +205,9 @@ pub fn register(
         }
         if !found {
             list.push(json!({"matcher": "*", "hooks": [{"type": "command", "command": command, "timeout": timeout_s}]}));
-            changes.push(format!("registered {event}"));
+            if !moved {
+                changes.push(format!("registered {event}"));
+            }
         }
     }
     Ok(changes)
@@ -154,14 +217,23 @@ pub fn register(
 pub fn inspect(settings: &Value) -> Registration {
     let mut r = Registration {
         all_hooks_disabled: settings.get("disableAllHooks").and_then(Value::as_bool) == Some(true),
+        managed_hooks_only: settings
+            .get("allowManagedHooksOnly")
+            .and_then(Value::as_bool)
+            == Some(true),
         ..Default::default()
     };
     for event in EVENTS {
         for group in settings["hooks"][event].as_array().into_iter().flatten() {
+            let matcher = group.get("matcher").and_then(Value::as_str);
             for h in group["hooks"].as_array().into_iter().flatten() {
                 if let Some(c) = h["command"].as_str().filter(|c| is_cmdgate_hook(c)) {
                     r.events
                         .push((event.to_owned(), c.to_owned(), h["timeout"].as_u64()));
+                    if !covers_all_tools(matcher) {
+                        r.narrow
+                            .push((event.to_owned(), matcher.unwrap_or_default().to_owned()));
+                    }
                 }
             }
         }
@@ -195,15 +267,6 @@ pub fn read_settings(path: &Path) -> anyhow::Result<Value> {
     }
 }
 
-/// The settings files Claude Code reads for a project, in the order it merges them.
-pub fn settings_files(project: &Path, home: &Path) -> Vec<PathBuf> {
-    vec![
-        home.join(".claude/settings.json"),
-        project.join(".claude/settings.json"),
-        project.join(".claude/settings.local.json"),
-    ]
-}
-
 /// The default hook binary: `cmdgate-hook` next to this executable.
 pub fn default_hook() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find this cmdgate binary")?;
@@ -230,6 +293,13 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
     let HookCommand::Install {
         project,
         user,
+        managed,
+        managed_dir,
+        allow_managed_hooks_only,
+        system,
+        config_dir,
+        data_dir,
+        socket,
         hook,
         deadline_ms,
         timeout,
@@ -274,6 +344,22 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
     if command.contains(char::is_whitespace) {
         bail!("the hook path {command:?} contains whitespace, which Claude Code's command line would split");
     }
+    if system {
+        command.push_str(" --system");
+        for (flag, value) in [
+            ("--config-dir", &config_dir),
+            ("--data-dir", &data_dir),
+            ("--socket", &socket),
+        ] {
+            if let Some(v) = value {
+                let v = v.to_string_lossy();
+                if !v.starts_with('/') || v.contains(char::is_whitespace) {
+                    bail!("{flag} {v:?} must be an absolute path without whitespace");
+                }
+                command.push_str(&format!(" {flag} {v}"));
+            }
+        }
+    }
     if let Some(ms) = deadline_ms {
         command.push_str(&format!(" --deadline-ms {ms}"));
     }
@@ -285,7 +371,9 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
             config.read_packs_off.join(",")
         ));
     }
-    let path = if user {
+    let path = if managed {
+        managed_dir.join(MANAGED_FILE)
+    } else if user {
         let home = std::env::var_os("HOME").context("HOME is not set")?;
         PathBuf::from(home).join(".claude/settings.json")
     } else {
@@ -296,9 +384,24 @@ pub fn run(args: HookArgs) -> anyhow::Result<ExitCode> {
         dir.join(".claude/settings.json")
     };
     let mut settings = read_settings(&path)?;
-    let changes = register(&mut settings, &command, timeout)?;
+    let mut changes = register(&mut settings, &command, timeout)?;
+    if allow_managed_hooks_only && settings.get("allowManagedHooksOnly") != Some(&json!(true)) {
+        // Checked a JSON object by `register`.
+        settings["allowManagedHooksOnly"] = json!(true);
+        changes.push("set allowManagedHooksOnly".into());
+    }
     if !changes.is_empty() {
         write_atomically(&path, &settings)?;
+    }
+    if managed
+        && !allow_managed_hooks_only
+        && settings.get("allowManagedHooksOnly") != Some(&json!(true))
+    {
+        eprintln!(
+            "note: hooks from user and project settings (files the agent can write) still run \
+             beside cmdgate; they cannot undo its deny, but they run the agent's code at every tool \
+             call. `--allow-managed-hooks-only` sets allowManagedHooksOnly, which stops them."
+        );
     }
     if json {
         println!(
@@ -375,6 +478,38 @@ mod tests {
             3
         );
         assert_eq!(s["hooks"]["PreToolUse"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_matcher_that_leaves_tools_out_is_flagged_and_install_moves_cmdgate_to_star() {
+        let mut s = json!({"hooks": {"PreToolUse": [
+            {"matcher": "Bash", "hooks": [
+                {"type": "command", "command": "/opt/cmdgate-hook"},
+                {"type": "command", "command": "/other/hook"}
+            ]},
+            {"matcher": "Write", "hooks": [{"type": "command", "command": "/opt/cmdgate-hook"}]}
+        ]}});
+        let r = inspect(&s);
+        assert_eq!(
+            r.narrow,
+            vec![
+                ("PreToolUse".to_owned(), "Bash".to_owned()),
+                ("PreToolUse".to_owned(), "Write".to_owned())
+            ]
+        );
+        let changes = register(&mut s, "/opt/cmdgate-hook", 60).unwrap();
+        assert!(
+            changes.contains(&"moved PreToolUse to matcher *".to_owned()),
+            "{changes:?}"
+        );
+        let r = inspect(&s);
+        assert!(r.narrow.is_empty(), "{:?}", r.narrow);
+        // The other hook keeps its group and matcher; the emptied `Write` group is gone.
+        let groups = s["hooks"]["PreToolUse"].as_array().unwrap();
+        assert_eq!(groups.len(), 2, "{s}");
+        assert_eq!(groups[0]["matcher"], "Bash");
+        assert_eq!(groups[0]["hooks"][0]["command"], "/other/hook");
+        assert_eq!(groups[1]["matcher"], "*");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod reviewer;
 pub mod rules;
 pub mod runs;
 pub mod sandbox;
+pub mod settings;
 pub mod stats;
 pub mod status;
 pub mod tiermap;
