@@ -443,13 +443,32 @@ fn bash_writes_to_persistence_files_and_nested_repositories_are_not_clean() {
     .iter()
     .enumerate()
     {
-        let (d, reason) = g.pre(&format!("bw-{i}"), cmd);
-        assert_eq!(d, "deny", "{cmd}: {reason}");
-        assert!(reason.contains(names), "{cmd}: {reason}");
+        // The command runs once, in the mirror (issue 19): the hook rewrites it to the run client,
+        // and the write is rolled back with the protected name, never committed.
+        let rewritten = g.pre_rewrite(&format!("bw-{i}"), cmd);
+        let done = g.shell(&rewritten);
+        let err = done.stderr_text();
+        assert_ne!(done.status.code(), Some(0), "{cmd}: {err}");
+        assert!(
+            err.contains("cmdgate rolled back") && err.contains(names),
+            "{cmd}: {err}"
+        );
     }
-    // Control: build outputs, and a fresh repository's own files, are clean.
-    let (d, reason) = g.pre("bw-ok", "mkdir -p build && touch build/out");
-    assert_eq!(d, "allow", "{reason}");
-    let (d, reason) = g.pre("bw-init", "git init -q fresh");
-    assert_eq!(d, "allow", "{reason}");
+    assert!(!g.proj.join(".mcp.json").exists());
+    assert!(!g.proj.join(".husky").exists());
+    assert!(!g.proj.join("pkg/.claude").exists());
+    assert!(!g.proj.join("sub/.git/hooks/post-checkout").exists());
+    let config = std::fs::read_to_string(g.proj.join("sub/.git/config")).unwrap();
+    assert!(!config.contains("fsmonitor"), "{config}");
+    // Control: build outputs, and a fresh repository's own files, are clean and committed.
+    for (i, cmd) in ["mkdir -p build && touch build/out", "git init -q fresh"]
+        .iter()
+        .enumerate()
+    {
+        let rewritten = g.pre_rewrite(&format!("bw-ok-{i}"), cmd);
+        let done = g.shell(&rewritten);
+        assert_eq!(done.status.code(), Some(0), "{cmd}: {}", done.stderr_text());
+    }
+    assert!(g.proj.join("build/out").exists());
+    assert!(g.proj.join("fresh/.git").is_dir());
 }
