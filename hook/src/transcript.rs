@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::time::{Duration, Instant};
 
 use cmdgate_policy::transcript::{newest_turns, NoTurns, MAX_TURN_CHARS};
 use cmdgate_policy::wire::TranscriptTurns;
@@ -12,13 +13,42 @@ use cmdgate_policy::wire::TranscriptTurns;
 /// How much of the transcript's end is read.
 pub const MAX_TAIL_BYTES: u64 = 4 << 20;
 
-/// The newest user turns of the transcript at `path`, or why there are none.
+/// How long a routed call waits for Claude Code to write the transcript. Claude Code 2.1.332
+/// writes it through a buffered queue: on a session's first tool call the file (or the newest
+/// user turn in it) may not be on disk yet when PreToolUse fires. Measured here: it appears
+/// within tens of milliseconds; the wait is bounded well below the hook's deadline.
+pub const TRANSCRIPT_WAIT: Duration = Duration::from_millis(1500);
+
+/// How often the transcript is looked at again while waiting for it.
+const TRANSCRIPT_POLL: Duration = Duration::from_millis(15);
+
+/// The newest user turns of the transcript at `path`, or why there are none. A transcript that
+/// is missing or has no user turn yet is looked at again until [`TRANSCRIPT_WAIT`] has passed.
 pub fn user_turns(path: Option<&str>) -> TranscriptTurns {
+    let until = Instant::now() + TRANSCRIPT_WAIT;
+    loop {
+        let (found, not_yet) = user_turns_once(path);
+        if !not_yet || Instant::now() >= until {
+            return found;
+        }
+        std::thread::sleep(TRANSCRIPT_POLL);
+    }
+}
+
+/// One look at the transcript; `true` beside the answer when the file is missing or has no user
+/// turn yet (worth another look).
+fn user_turns_once(path: Option<&str>) -> (TranscriptTurns, bool) {
     let Some(path) = path.filter(|p| p.starts_with('/')) else {
-        return TranscriptTurns::Unavailable("Claude Code named no transcript".into());
+        return (
+            TranscriptTurns::Unavailable("Claude Code named no transcript".into()),
+            false,
+        );
     };
     match read_tail(path) {
-        Err(e) => TranscriptTurns::Unavailable(format!("the transcript could not be read ({e})")),
+        Err(e) => (
+            TranscriptTurns::Unavailable(format!("the transcript could not be read ({e})")),
+            e.kind() == std::io::ErrorKind::NotFound,
+        ),
         Ok((text, truncated)) => {
             let mut lines = text.lines();
             if truncated {
@@ -26,13 +56,17 @@ pub fn user_turns(path: Option<&str>) -> TranscriptTurns {
                 lines.next();
             }
             match newest_turns(lines, truncated) {
-                Ok(t) => TranscriptTurns::Turns(t),
-                Err(NoTurns::None) => {
-                    TranscriptTurns::Unavailable("the transcript has no user turn".into())
-                }
-                Err(NoTurns::NewestTooLong { chars }) => TranscriptTurns::Unavailable(format!(
-                    "the newest user turn is {chars} characters, over the {MAX_TURN_CHARS} a reviewer is shown"
-                )),
+                Ok(t) => (TranscriptTurns::Turns(t), false),
+                Err(NoTurns::None) => (
+                    TranscriptTurns::Unavailable("the transcript has no user turn".into()),
+                    true,
+                ),
+                Err(NoTurns::NewestTooLong { chars }) => (
+                    TranscriptTurns::Unavailable(format!(
+                        "the newest user turn is {chars} characters, over the {MAX_TURN_CHARS} a reviewer is shown"
+                    )),
+                    false,
+                ),
             }
         }
     }
