@@ -14,16 +14,17 @@ use cmdgate_policy::wire::TranscriptTurns;
 pub const MAX_TAIL_BYTES: u64 = 4 << 20;
 
 /// How long a routed call waits for Claude Code to write the transcript. Claude Code 2.1.332
-/// writes it through a buffered queue: on a session's first tool call the file (or the newest
-/// user turn in it) may not be on disk yet when PreToolUse fires. Measured here: it appears
-/// within tens of milliseconds; the wait is bounded well below the hook's deadline.
+/// writes it through a buffered queue: on a session's first tool call the file may not be on
+/// disk yet when PreToolUse fires (tests/reviewer_claude_code.rs failed that way on an idle
+/// machine). The wait is bounded well below the hook's deadline.
 pub const TRANSCRIPT_WAIT: Duration = Duration::from_millis(1500);
 
 /// How often the transcript is looked at again while waiting for it.
 const TRANSCRIPT_POLL: Duration = Duration::from_millis(15);
 
-/// The newest user turns of the transcript at `path`, or why there are none. A transcript that
-/// is missing or has no user turn yet is looked at again until [`TRANSCRIPT_WAIT`] has passed.
+/// The newest user turns of the transcript at `path`, or why there are none. A transcript file
+/// that does not exist yet is looked for again until [`TRANSCRIPT_WAIT`] has passed (a caller
+/// other than Claude Code that names a path which never appears pays that once per routed call).
 pub fn user_turns(path: Option<&str>) -> TranscriptTurns {
     let until = Instant::now() + TRANSCRIPT_WAIT;
     loop {
@@ -35,8 +36,8 @@ pub fn user_turns(path: Option<&str>) -> TranscriptTurns {
     }
 }
 
-/// One look at the transcript; `true` beside the answer when the file is missing or has no user
-/// turn yet (worth another look).
+/// One look at the transcript; `true` beside the answer when the file is missing (worth another
+/// look: Claude Code creates it moments later).
 fn user_turns_once(path: Option<&str>) -> (TranscriptTurns, bool) {
     let Some(path) = path.filter(|p| p.starts_with('/')) else {
         return (
@@ -59,7 +60,7 @@ fn user_turns_once(path: Option<&str>) -> (TranscriptTurns, bool) {
                 Ok(t) => (TranscriptTurns::Turns(t), false),
                 Err(NoTurns::None) => (
                     TranscriptTurns::Unavailable("the transcript has no user turn".into()),
-                    true,
+                    false,
                 ),
                 Err(NoTurns::NewestTooLong { chars }) => (
                     TranscriptTurns::Unavailable(format!(

@@ -348,9 +348,14 @@ impl System {
         tool_use_id: &str,
         command: &str,
     ) -> Value {
+        // The transcript exists, as Claude Code's does (a missing one makes the hook wait).
+        let transcript = agent.home.join("t.jsonl");
+        if !transcript.exists() {
+            std::fs::write(&transcript, "").expect("transcript");
+        }
         json!({
             "session_id": session,
-            "transcript_path": agent.home.join("t.jsonl"),
+            "transcript_path": transcript,
             "cwd": self.proj(agent),
             "permission_mode": "default",
             "hook_event_name": "PreToolUse",

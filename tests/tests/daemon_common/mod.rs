@@ -38,6 +38,9 @@ impl Gate {
     /// Temp dirs, a git project with one tracked file, the binaries built.
     pub fn new() -> Gate {
         let dir = tempfile::tempdir().expect("tempdir");
+        // The transcript the events name exists, as Claude Code's does by the time it runs
+        // hooks (a missing one makes a routed call wait for it: hook/src/transcript.rs).
+        std::fs::write(dir.path().join("t.jsonl"), "").expect("transcript");
         let p = |s: &str| dir.path().join(s);
         let (home, conf, data, spool, proj) =
             (p("home"), p("conf"), p("data"), p("spool"), p("proj"));
