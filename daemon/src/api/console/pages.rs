@@ -398,7 +398,7 @@ pub fn profile_page(revision: i64, rules: &[StoredRule], status: &Value, seen: S
         h2 { "Remembered decisions" }
         (rules_table(&operator))
         h2 { "Learned entries" }
-        p.muted { "Commands promoted after clean mirror runs; they run on the host without the mirror." }
+        p.muted { "Commands promoted after clean mirror runs. Only system binaries working on project paths (mkdir, touch) then skip the mirror; everything else learned still runs in it." }
         (rules_table(&learned))
         h2 { "Circuit breakers" }
         (breakers(&status["breakers"]))
