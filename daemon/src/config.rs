@@ -85,7 +85,7 @@ impl Default for ConsoleConfig {
     }
 }
 
-/// What an "ask" becomes (DESIGN.md, "Background vs interactive").
+/// What an "ask" becomes (README, "Background mode"; docs/config.md).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Approvals {

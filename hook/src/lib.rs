@@ -1,6 +1,6 @@
 //! The hook's logic as a library, so the binary (`main.rs`: panic hook, watchdog, exit code), the
 //! fuzz target (`hook/fuzz`) and the benchmark share it: stdin parsing, the fast path, the daemon
-//! client, the spool and the answer. See `main.rs` for the flow and DESIGN.md, "The hook".
+//! client, the spool and the answer. See `main.rs` for the flow and ARCHITECTURE.md, `hook/`.
 #![forbid(unsafe_code)]
 
 mod bash;

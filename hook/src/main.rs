@@ -1,6 +1,6 @@
 //! cmdgate-hook: Claude Code's PreToolUse/PostToolUse/PostToolUseFailure hook. Reads are allowed
 //! locally; everything else is one round trip to cmdgated; every error, panic or overrun of the
-//! internal deadline still ends in a printed deny and exit 0 (see DESIGN.md, "The hook").
+//! internal deadline still ends in a printed deny and exit 0 (see ARCHITECTURE.md, `hook/`).
 //!
 //! Raw stdin → `input::parse_call` (a validated `HookCall`) → `gate::handle` → one `Answer`
 //! printed by `output::emit`, then the spool is written. The logic lives in the library

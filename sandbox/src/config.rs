@@ -190,7 +190,7 @@ impl RunConfig {
     }
 }
 
-/// The paths DESIGN.md names as never touched by a clean run.
+/// The paths a clean run never touches (docs/tiermap.md, protected paths).
 pub fn default_protected() -> Vec<PathBuf> {
     [".git", ".claude", "CLAUDE_CMDS.md"]
         .iter()

@@ -24,7 +24,7 @@ pub struct TestRun {
     pub output_truncated: bool,
     /// Everything the command did that outlived it or was refused.
     pub effects: Vec<Effect>,
-    /// True when every rule of DESIGN.md's "clean" holds.
+    /// True when every rule of "clean" holds (README, "Container mirror"; `verdict.rs`).
     pub clean: bool,
     /// Why it is not clean (empty when clean); each names the rule and the effect.
     pub why: Vec<String>,

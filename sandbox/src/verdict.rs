@@ -1,4 +1,4 @@
-//! The clean/dirty verdict of DESIGN.md, as a pure function of the run's outcome and config.
+//! The clean/dirty verdict (README, "Container mirror"), as a pure function of the run's outcome and config.
 
 use crate::config::RunConfig;
 use crate::model::{Area, Effect};

@@ -5,7 +5,7 @@
 //! edit is picked up on the next request without a restart, and an unchanged file costs one
 //! `stat`. A new content that fails (half-written, unsigned, forged, replayed) never activates, and
 //! neither does the last valid revision while that content is on disk: the project is read-only with
-//! the reason (DESIGN: no valid map ⇒ read-only) until the operator re-signs the file or restores the
+//! the reason (README: no valid map ⇒ read-only) until the operator re-signs the file or restores the
 //! signed one. Each failure is reported (status, one audit row per content).
 //!
 //! Every accepted revision is also published for the hook, which keeps no state of its own:

@@ -89,7 +89,7 @@ impl Kind {
     }
 }
 
-/// The content of one row: everything DESIGN.md asks the audit to hold. Optional fields are `None`
+/// The content of one row: everything the audit holds (ARCHITECTURE.md, `store/`). Optional fields are `None`
 /// when they do not apply to the row's kind. JSON-valued fields are kept as their exact text so the
 /// hash recomputes byte for byte.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,4 +1,4 @@
-//! The decision engine: `decide(request, context) -> Step`, DESIGN.md's precedence as one pure
+//! The decision engine: `decide(request, context) -> Step`, the README's precedence ("Concepts") as one pure
 //! function of the request and one coherent snapshot (tier map, rules, breaker state).
 //!
 //! Precedence, first match wins:
