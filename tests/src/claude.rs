@@ -2,6 +2,22 @@
 //! pointed at a [`FakeApi`](crate::fake_api::FakeApi), with hooks registered in the workspace's
 //! `.claude/settings.json`.
 //!
+//! [`World`] is the whole end-to-end setup most Claude Code tests want: a real `cmdgated`
+//! ([`Gate`]) whose project is the session's workspace (a git repository with a tracked
+//! `tracked.txt` and a signed, committed starter map), the hook installed by `cmdgate hook
+//! install`. A test then states its script and its checks:
+//!
+//! ```no_run
+//! use cmdgate_tests::claude::World;
+//! use cmdgate_tests::fake_api::Step;
+//!
+//! let w = World::new();
+//! let played = w.play(vec![Step::bash("rm tracked.txt")]);
+//! assert!(played.result(0).content.contains("rolled back"));
+//! assert_eq!(w.read("tracked.txt"), "precious\n");
+//! assert_eq!(w.run_row(0)["decision"], "rolled_back");
+//! ```
+//!
 //! The CLI is installed by `.ci/install` into `tests/node/` (pinned version, git-ignored);
 //! `CMDGATE_CLAUDE_BIN` overrides the path.
 
@@ -12,7 +28,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::bins::repo_root;
-use crate::fake_api::FakeApi;
+use crate::fake_api::{tool_use_id, FakeApi, Step, ToolResult};
+use crate::gate::Gate;
 use crate::proc::{run_bounded, Finished};
 
 /// The version `.ci/install` pins; the facts in `fake_api` were learned with it.
@@ -48,6 +65,15 @@ pub struct ClaudeRun {
     pub done: Finished,
     /// The final JSON result (`type: "result"`), `Null` if the CLI printed none.
     pub result: Value,
+}
+
+impl ClaudeRun {
+    /// How many calls Claude Code reported as denied (`permission_denials`).
+    pub fn denials(&self) -> usize {
+        self.result["permission_denials"]
+            .as_array()
+            .map_or(0, Vec::len)
+    }
 }
 
 impl Default for Session {
@@ -146,5 +172,268 @@ fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// Runs `git` (with a throwaway identity) in `dir`; fails the test unless it succeeds. Its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
+        .args(args)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A real daemon whose project is a Claude Code session's workspace (see the module docs).
+pub struct World {
+    pub gate: Gate,
+    pub session: Session,
+}
+
+/// What goes into a [`World`] before its daemon starts: `World::builder()....start()`.
+#[derive(Default)]
+pub struct WorldBuilder {
+    config: String,
+    files: Vec<(String, Vec<u8>)>,
+    daemon_env: Vec<(String, String)>,
+    env: Vec<(String, String)>,
+}
+
+impl WorldBuilder {
+    /// The daemon's `config.toml` (appended to what was given before).
+    pub fn config(mut self, toml: &str) -> WorldBuilder {
+        self.config.push_str(toml);
+        self.config.push('\n');
+        self
+    }
+
+    /// A file committed to the workspace's repository with the map (so it is tracked).
+    pub fn file(mut self, name: &str, content: impl AsRef<[u8]>) -> WorldBuilder {
+        self.files
+            .push((name.to_owned(), content.as_ref().to_vec()));
+        self
+    }
+
+    /// Environment for `cmdgated` alone (a reviewer's key, a session bus).
+    pub fn daemon_env(mut self, key: &str, value: &str) -> WorldBuilder {
+        self.daemon_env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Environment for the CLI (and so its hooks and the commands it runs).
+    pub fn env(mut self, key: &str, value: &str) -> WorldBuilder {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Builds the workspace, signs and commits the starter map, installs the hook with `cmdgate
+    /// hook install`, and starts the daemon (waiting until it answers).
+    pub fn start(self) -> World {
+        let mut gate = Gate::new();
+        let mut session = Session::new();
+        let ws = session.workspace();
+        git(&ws, &["init", "-q", "."]);
+        std::fs::write(ws.join("tracked.txt"), "precious\n").expect("tracked.txt");
+        let mut tracked = vec!["tracked.txt".to_owned(), "CLAUDE_CMDS.md".to_owned()];
+        for (name, content) in &self.files {
+            let path = ws.join(name);
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).expect("mkdir");
+            }
+            std::fs::write(&path, content).expect("write a workspace file");
+            tracked.push(name.clone());
+        }
+        gate.proj = ws.clone();
+        if !self.config.is_empty() {
+            std::fs::write(gate.conf.join("config.toml"), &self.config).expect("config.toml");
+        }
+        gate.daemon_env.extend(self.daemon_env);
+        gate.init_signed();
+        let mut add = vec!["add", "--"];
+        add.extend(tracked.iter().map(String::as_str));
+        git(&ws, &add);
+        git(&ws, &["commit", "-qm", "init"]);
+        let install = gate.cli(&[
+            "hook",
+            "install",
+            "--project",
+            ws.to_str().expect("utf-8 temp path"),
+            "--hook",
+            gate.hook.to_str().expect("utf-8 target path"),
+        ]);
+        assert!(
+            install.status.success(),
+            "hook install: {}",
+            install.stderr_text()
+        );
+        for (k, v) in [
+            ("CMDGATE_SOCKET", &gate.socket),
+            ("CMDGATE_CONFIG_DIR", &gate.conf),
+            ("CMDGATE_SPOOL_DIR", &gate.spool),
+        ] {
+            session.set_env(k, &v.display().to_string());
+        }
+        // Commits the agent makes need an identity (HOME is empty).
+        for (k, v) in [
+            ("GIT_AUTHOR_NAME", "agent"),
+            ("GIT_AUTHOR_EMAIL", "agent@example.invalid"),
+            ("GIT_COMMITTER_NAME", "agent"),
+            ("GIT_COMMITTER_EMAIL", "agent@example.invalid"),
+        ] {
+            session.set_env(k, v);
+        }
+        for (k, v) in &self.env {
+            session.set_env(k, v);
+        }
+        gate.start();
+        World { gate, session }
+    }
+}
+
+/// One `claude -p` run of a script: the fake API (what the model was sent) and what the CLI said.
+pub struct Played {
+    pub api: FakeApi,
+    pub run: ClaudeRun,
+}
+
+impl Played {
+    /// The tool_result of scripted turn `turn`; fails the test (with the conversation) when the
+    /// CLI sent none.
+    pub fn result(&self, turn: usize) -> ToolResult {
+        self.api.result_of(turn).unwrap_or_else(|| {
+            panic!(
+                "no tool_result for turn {turn}; the conversation:\n{}",
+                self.api.transcript()
+            )
+        })
+    }
+
+    /// How many calls Claude Code reported as denied.
+    pub fn denials(&self) -> usize {
+        self.run.denials()
+    }
+}
+
+impl Default for World {
+    fn default() -> World {
+        World::new()
+    }
+}
+
+impl World {
+    /// A started world with the default configuration.
+    pub fn new() -> World {
+        World::builder().start()
+    }
+
+    /// A started world whose daemon reads `config` as its `config.toml`.
+    pub fn with_config(config: &str) -> World {
+        World::builder().config(config).start()
+    }
+
+    pub fn builder() -> WorldBuilder {
+        WorldBuilder::default()
+    }
+
+    /// A path in the workspace.
+    pub fn ws(&self, name: &str) -> PathBuf {
+        self.session.workspace().join(name)
+    }
+
+    /// A workspace file's text; fails the test when it cannot be read.
+    pub fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.ws(name))
+            .unwrap_or_else(|e| panic!("reading {name} in the workspace: {e}"))
+    }
+
+    /// Plays `script` through `claude -p` (default permission mode); fails unless the CLI exits 0.
+    pub fn play(&self, script: Vec<Step>) -> Played {
+        self.play_with("follow the script", &[], script)
+    }
+
+    /// [`World::play`] with a prompt and extra CLI arguments.
+    pub fn play_with(&self, prompt: &str, args: &[&str], script: Vec<Step>) -> Played {
+        let api = FakeApi::start(script);
+        let run = self.claude(&api, prompt, args);
+        Played { api, run }
+    }
+
+    /// Runs `claude -p` against `api` (a script played again, e.g. with `--resume`) and prints
+    /// what it did; fails unless the CLI exits 0.
+    pub fn claude(&self, api: &FakeApi, prompt: &str, args: &[&str]) -> ClaudeRun {
+        let run = self.session.run_with(api, prompt, args);
+        println!("=== {prompt}: claude -p {args:?}");
+        println!("result: {}", run.result);
+        println!("tool results:\n{}", api.transcript());
+        assert!(
+            run.done.status.success(),
+            "claude exited {:?}\n{}",
+            run.done.status,
+            run.done.stderr_text()
+        );
+        run
+    }
+
+    /// The newest audit row of `kind` for scripted turn `turn` (ids repeat across runs).
+    pub fn row_of(&self, kind: &str, turn: usize) -> Option<Value> {
+        let id = tool_use_id(turn);
+        self.gate
+            .audit(kind)
+            .into_iter()
+            .filter(|r| r["tool_use_id"] == id)
+            .max_by_key(|r| r["id"].as_i64())
+    }
+
+    /// The newest decision row of turn `turn`, printed; fails the test when there is none.
+    pub fn row(&self, turn: usize) -> Value {
+        let row = self
+            .row_of("decision", turn)
+            .unwrap_or_else(|| panic!("no decision row for turn {turn}"));
+        println!(
+            "audit #{} {}: {} (source {}) {}",
+            row["id"], row["tool_use_id"], row["decision"], row["source"], row["reason"]
+        );
+        row
+    }
+
+    /// The newest `run` row (a mirrored run's result) of turn `turn`.
+    pub fn run_row(&self, turn: usize) -> Value {
+        self.row_of("run", turn)
+            .unwrap_or_else(|| panic!("no run row for turn {turn}"))
+    }
+
+    /// The run id (`cmdgate runs`, `cmdgate undo`) of turn `turn`'s mirrored run.
+    pub fn run_id(&self, turn: usize) -> String {
+        let row = self.run_row(turn);
+        row["note"]
+            .as_str()
+            .and_then(|n| n.strip_prefix("run "))
+            .unwrap_or_else(|| panic!("no run id in {row}"))
+            .to_owned()
+    }
+
+    /// `cmdgate audit show ID --json`; ingests the spool once if no outcome joined yet (the hook
+    /// spools an outcome the daemon did not take in time).
+    pub fn show_with_outcome(&self, id: &Value) -> Value {
+        let id = id.to_string();
+        let show = self.gate.cli_json(&["audit", "show", &id, "--json"]);
+        if show["outcomes"].as_array().is_some_and(|o| !o.is_empty()) {
+            return show;
+        }
+        self.gate.ingest();
+        self.gate.cli_json(&["audit", "show", &id, "--json"])
+    }
+
+    /// `git log --format=%s` of the workspace.
+    pub fn git_log(&self) -> String {
+        git(&self.session.workspace(), &["log", "--format=%s"])
     }
 }

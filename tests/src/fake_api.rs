@@ -45,7 +45,29 @@ pub enum Step {
     Tool { name: String, input: Value },
     /// Answer with text and end the turn.
     Text(String),
+    /// The step [`When`] gives for the `tool_result`s so far, once it gives one: a turn ordered
+    /// after an event outside the CLI (a background command's output, a file the test writes),
+    /// or one whose input comes from an earlier result (a background task's id).
+    When(When),
 }
+
+/// What a [`Step::When`] asks, given the `tool_result`s of the request being answered: polled
+/// every 50 ms until it gives a step, for at most [`WHEN_BOUND`]; past it the turn says "gave
+/// up waiting" and ends (the test's own checks then fail with the conversation).
+#[derive(Clone)]
+pub struct When(pub Arc<NextStep>);
+
+/// The function inside a [`When`].
+pub type NextStep = dyn Fn(&[ToolResult]) -> Option<Step> + Send + Sync;
+
+impl std::fmt::Debug for When {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("When(..)")
+    }
+}
+
+/// How long a [`Step::When`] waits at most.
+pub const WHEN_BOUND: Duration = Duration::from_secs(120);
 
 impl Step {
     pub fn bash(command: &str) -> Step {
@@ -65,6 +87,25 @@ impl Step {
             name: "Write".into(),
             input: json!({"file_path": path, "content": content}),
         }
+    }
+    /// A Bash call with more of the tool's input (`timeout`, `run_in_background`).
+    pub fn bash_with(command: &str, more: Value) -> Step {
+        let mut input = json!({"command": command, "description": "scripted"});
+        if let (Some(input), Value::Object(more)) = (input.as_object_mut(), more) {
+            input.extend(more);
+        }
+        Step::Tool {
+            name: "Bash".into(),
+            input,
+        }
+    }
+    /// `then`, once `until` holds for the tool results the CLI has sent.
+    pub fn hold(until: impl Fn(&[ToolResult]) -> bool + Send + Sync + 'static, then: Step) -> Step {
+        Step::when(move |results| until(results).then(|| then.clone()))
+    }
+    /// The step `next` gives for the tool results the CLI has sent, once it gives one.
+    pub fn when(next: impl Fn(&[ToolResult]) -> Option<Step> + Send + Sync + 'static) -> Step {
+        Step::When(When(Arc::new(next)))
     }
     pub fn edit(path: &str, old: &str, new: &str) -> Step {
         Step::Tool {
@@ -127,34 +168,7 @@ impl FakeApi {
     pub fn tool_results(&self) -> Vec<ToolResult> {
         let mut out: Vec<ToolResult> = Vec::new();
         for req in self.requests() {
-            let Some(messages) = req.get("messages").and_then(Value::as_array) else {
-                continue;
-            };
-            for m in messages {
-                let Some(blocks) = m.get("content").and_then(Value::as_array) else {
-                    continue;
-                };
-                for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
-                    let id = b["tool_use_id"].as_str().unwrap_or_default().to_string();
-                    if out.iter().any(|r| r.tool_use_id == id) {
-                        continue;
-                    }
-                    let content = match &b["content"] {
-                        Value::String(s) => s.clone(),
-                        Value::Array(parts) => parts
-                            .iter()
-                            .filter_map(|p| p.get("text").and_then(Value::as_str))
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        other => other.to_string(),
-                    };
-                    out.push(ToolResult {
-                        tool_use_id: id,
-                        content,
-                        is_error: b["is_error"] == true,
-                    });
-                }
-            }
+            results_into(&req, &mut out);
         }
         out
     }
@@ -173,6 +187,38 @@ impl FakeApi {
             .iter()
             .map(|r| format!("{} (error: {}): {}\n", r.tool_use_id, r.is_error, r.content))
             .collect()
+    }
+}
+
+/// Appends the `tool_result`s of one request body not yet in `out` (by `tool_use_id`).
+fn results_into(req: &Value, out: &mut Vec<ToolResult>) {
+    let Some(messages) = req.get("messages").and_then(Value::as_array) else {
+        return;
+    };
+    for m in messages {
+        let Some(blocks) = m.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+            let id = b["tool_use_id"].as_str().unwrap_or_default().to_string();
+            if out.iter().any(|r| r.tool_use_id == id) {
+                continue;
+            }
+            let content = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                other => other.to_string(),
+            };
+            out.push(ToolResult {
+                tool_use_id: id,
+                content,
+                is_error: b["is_error"] == true,
+            });
+        }
     }
 }
 
@@ -251,7 +297,7 @@ fn serve(stream: TcpStream, script: &[Step], log: &Mutex<Vec<Value>>) -> std::io
             .get("messages")
             .and_then(Value::as_array)
             .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
-        let step = if main_loop {
+        let mut step = if main_loop {
             log.lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .push(body.clone());
@@ -262,6 +308,20 @@ fn serve(stream: TcpStream, script: &[Step], log: &Mutex<Vec<Value>>) -> std::io
         } else {
             Step::Text("ok".into())
         };
+        while let Step::When(next) = step {
+            let mut results = Vec::new();
+            results_into(&body, &mut results);
+            let started = std::time::Instant::now();
+            step = loop {
+                if let Some(s) = (next.0)(&results) {
+                    break s;
+                }
+                if started.elapsed() > WHEN_BOUND {
+                    break Step::Text("gave up waiting".into());
+                }
+                thread::sleep(Duration::from_millis(50));
+            };
+        }
         let model = body
             .get("model")
             .and_then(Value::as_str)
@@ -280,6 +340,16 @@ fn serve(stream: TcpStream, script: &[Step], log: &Mutex<Vec<Value>>) -> std::io
     Ok(())
 }
 
+/// A text block: (start block, delta, whole block, stop reason).
+fn text_parts(text: &str) -> (Value, Value, Value, &'static str) {
+    (
+        json!({"type": "text", "text": ""}),
+        json!({"type": "text_delta", "text": text}),
+        json!({"type": "text", "text": text}),
+        "end_turn",
+    )
+}
+
 /// The response for one turn: an SSE stream, or a whole message when the request did not stream.
 fn respond(step: &Step, turn: usize, model: &str, stream: bool) -> (&'static str, String) {
     let (block, delta, full, stop) = match step {
@@ -289,12 +359,9 @@ fn respond(step: &Step, turn: usize, model: &str, stream: bool) -> (&'static str
             json!({"type": "tool_use", "id": tool_use_id(turn), "name": name, "input": input}),
             "tool_use",
         ),
-        Step::Text(text) => (
-            json!({"type": "text", "text": ""}),
-            json!({"type": "text_delta", "text": text}),
-            json!({"type": "text", "text": text}),
-            "end_turn",
-        ),
+        Step::Text(text) => text_parts(text),
+        // `serve` resolves every `When` before it answers.
+        Step::When(_) => text_parts(""),
     };
     let usage = json!({"input_tokens": 1, "output_tokens": 1});
     if !stream {

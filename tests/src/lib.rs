@@ -9,5 +9,6 @@ pub mod claude;
 pub mod desktop;
 pub mod fake_api;
 pub mod fake_reviewer;
+pub mod gate;
 pub mod proc;
 pub mod system;

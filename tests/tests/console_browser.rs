@@ -3,75 +3,22 @@
 //! the page. Screenshots of each page (1280 px wide) go to `$CMDGATE_SCREENSHOT_DIR` when set,
 //! else next to the test binary.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use cmdgate_tests::browser::Browser;
-use cmdgate_tests::claude::{ClaudeRun, Session};
+use cmdgate_tests::claude::{git, ClaudeRun, Session, World};
 use cmdgate_tests::fake_api::{tool_use_id, FakeApi, Step};
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
 const WIDTH: u32 = 1280;
 
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()
-        .expect("git");
-    assert!(ok.success(), "git {args:?}");
-}
-
 /// A gate in background mode whose project is the Claude Code session's workspace.
 fn world() -> (Gate, Session) {
-    let mut gate = Gate::new();
-    let mut session = Session::new();
-    let ws = session.workspace();
-    git(&ws, &["init", "-q", "."]);
-    std::fs::write(ws.join("tracked.txt"), "precious\n").unwrap();
-    gate.proj = ws.clone();
-    std::fs::write(
-        gate.conf.join("config.toml"),
-        "[approvals]\nmode = \"background\"\n",
-    )
-    .unwrap();
-    gate.init_signed();
-    git(&ws, &["add", "tracked.txt", "CLAUDE_CMDS.md"]);
-    git(&ws, &["commit", "-qm", "init"]);
-    let install = gate.cli(&[
-        "hook",
-        "install",
-        "--project",
-        ws.to_str().unwrap(),
-        "--hook",
-        gate.hook.to_str().unwrap(),
-    ]);
-    assert!(install.status.success(), "{}", install.stderr_text());
-    for (k, v) in [
-        ("CMDGATE_SOCKET", &gate.socket),
-        ("CMDGATE_CONFIG_DIR", &gate.conf),
-        ("CMDGATE_SPOOL_DIR", &gate.spool),
-    ] {
-        session.set_env(k, &v.display().to_string());
-    }
-    for (k, v) in [
-        ("GIT_AUTHOR_NAME", "agent"),
-        ("GIT_AUTHOR_EMAIL", "agent@example.invalid"),
-        ("GIT_COMMITTER_NAME", "agent"),
-        ("GIT_COMMITTER_EMAIL", "agent@example.invalid"),
-    ] {
-        session.set_env(k, v);
-    }
-    gate.start();
-    (gate, session)
+    let w = World::with_config("[approvals]\nmode = \"background\"\n");
+    (w.gate, w.session)
 }
 
 fn claude(session: &Session, api: &FakeApi, label: &str) -> ClaudeRun {
@@ -86,19 +33,8 @@ fn claude(session: &Session, api: &FakeApi, label: &str) -> ClaudeRun {
     run
 }
 
-fn denials(run: &ClaudeRun) -> usize {
-    run.result["permission_denials"]
-        .as_array()
-        .map_or(0, Vec::len)
-}
-
 fn git_log(ws: &std::path::Path) -> String {
-    let out = Command::new("git")
-        .args(["log", "--format=%s"])
-        .current_dir(ws)
-        .output()
-        .expect("git log");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    git(ws, &["log", "--format=%s"])
 }
 
 fn screens() -> PathBuf {
@@ -224,7 +160,7 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
         shot(&b, "pending-answered");
         agent.join().expect("claude thread")
     });
-    assert_eq!(denials(&run), 0, "{}", run.result);
+    assert_eq!(run.denials(), 0, "{}", run.result);
     assert!(
         git_log(&ws).contains("approved-in-the-browser"),
         "the call did not run"
@@ -258,10 +194,10 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
         );
         agent.join().expect("claude thread")
     });
-    assert_eq!(denials(&run), 1, "{}", run.result);
+    assert_eq!(run.denials(), 1, "{}", run.result);
     let api = FakeApi::start(vec![Step::bash(refused)]);
     let run = claude(&session, &api, "the same commit again");
-    assert_eq!(denials(&run), 1, "{}", run.result);
+    assert_eq!(run.denials(), 1, "{}", run.result);
     let r = api.result_of(0).expect("a result");
     assert!(
         r.is_error && r.content.contains("no commits like this"),

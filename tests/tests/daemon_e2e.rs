@@ -1,10 +1,7 @@
 //! The routing daemon end to end: a real `cmdgated` on temp sockets, the real hook binary as its
 //! client, the real sandbox for test-runs, the real CLI for the audit.
 
-#[allow(dead_code)]
-mod daemon_common;
-
-use daemon_common::{audit_id, Gate};
+use cmdgate_tests::gate::{audit_id, Gate};
 use serde_json::json;
 
 #[test]

@@ -8,10 +8,7 @@
 //! keeps it.
 
 // The harness serves several test files; this one uses part of it.
-#[allow(dead_code)]
-mod daemon_common;
-
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::{json, Value};
 
 /// Unknown to the starter map (so test-run), clean in the mirror, one canonical key.

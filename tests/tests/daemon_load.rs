@@ -2,15 +2,11 @@
 //! intact; and a `kill -9` in the middle of that load: after a restart no acknowledged decision is
 //! missing and the chain still verifies.
 
-// Each test crate uses a part of the shared helpers.
-#[expect(dead_code)]
-mod daemon_common;
-
 use std::io::Write;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-use daemon_common::{audit_id, Gate};
+use cmdgate_tests::gate::{audit_id, Gate};
 use serde_json::{json, Value};
 
 const CALLS: usize = 64;

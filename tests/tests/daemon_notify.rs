@@ -8,15 +8,12 @@
 //! Bounds here (`HANG_BOUND`) only turn a hang into a failure; nothing asserts how fast anything
 //! is (shared, noisy machines).
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmdgate_tests::desktop::Desktop;
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
 /// A tier-2 command of the starter map: it needs a person.

@@ -1,12 +1,9 @@
 //! Background mode end to end: a real `cmdgated` holds an "ask" as a pending approval while the real
 //! hook binary waits; the real `cmdgate` CLI lists it and answers it from another process.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::time::{Duration, Instant};
 
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::{json, Value};
 
 /// A tier-2 command of the starter map: it needs a person.

@@ -1,19 +1,13 @@
 //! Remembered decisions end to end: `cmdgate rules` against a real `cmdgated`, the real hook
 //! deciding afterwards, revision-checked edits from concurrent CLI processes, and learned entries.
 
-#[expect(
-    dead_code,
-    reason = "the harness serves several test files; this one uses part of it"
-)]
-mod daemon_common;
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
+use cmdgate_tests::gate::Gate;
 use cmdgate_tests::proc::{run_bounded, Finished};
-use daemon_common::Gate;
 use serde_json::Value;
 
 /// The exit code of a conflicting rule edit (`cli_rules::EXIT_CONFLICT`, documented in docs/config.md).

@@ -3,12 +3,9 @@
 //! a replayed map's tier 0 to allow a command by itself. Real `cmdgated`, real hook binary, real
 //! CLI signing with the development key.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::path::Path;
 
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 
 /// The `revision:` of a map's front matter.
 fn revision_of(text: &str) -> u64 {

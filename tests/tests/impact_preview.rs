@@ -2,10 +2,7 @@
 //! `cmdgate` replays them under a broadened map (`tiermap preview`) and under a proposed rule
 //! (`rules preview`) — nothing runs — and `tiermap sign` prints the expansion before signing.
 
-#[allow(dead_code)]
-mod daemon_common;
-
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
 /// The signed map with `git commit *` moved from ask (tier 2) to sandbox (tier 1).

@@ -5,9 +5,6 @@
 //! `git status` would run, cmdgate's signing key and store read by every tool, a map put in place
 //! through a link.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 #[allow(dead_code)] // the in-memory half is for the policy's test
 #[path = "../../policy/tests/kernel_table/mod.rs"]
 mod kernel_table;
@@ -15,7 +12,7 @@ mod kernel_table;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use daemon_common::{request, Gate};
+use cmdgate_tests::gate::{request, Gate};
 use serde_json::{json, Value};
 
 /// A PreToolUse straight to the daemon's decide socket (no hook fast path), with the agent's

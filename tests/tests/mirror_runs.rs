@@ -5,12 +5,9 @@
 //! `cmdgate undo` restores; tickets are one-use and bound to their directory; a daemon killed
 //! mid-run commits nothing and its next start repairs.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::io::{BufRead, BufReader, Read};
 
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
 fn gate() -> Gate {
@@ -283,21 +280,7 @@ fn a_client_that_goes_away_kills_its_run_and_nothing_is_committed() {
     child.wait().unwrap();
     drop(out);
     // The daemon notices at its next write, kills the run and records it: wait for that row.
-    let started = std::time::Instant::now();
-    let row = loop {
-        if let Some(r) = g
-            .audit("run")
-            .into_iter()
-            .find(|r| r["tool_use_id"] == "t1")
-        {
-            break r;
-        }
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "no run row after the client went away"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    };
+    let row = g.wait_audit("run", |r| r["tool_use_id"] == "t1");
     println!("run row: {row}");
     assert_eq!(row["decision"], "failed", "{row}");
     assert!(

@@ -2,162 +2,30 @@
 //! the hook registered by `cmdgate hook install`, a real `cmdgated` on temp sockets, the real sandbox
 //! for mirrored runs and a signed tier map. Each test prints what Claude Code did and what the audit says.
 
-#[allow(dead_code)]
-mod daemon_common;
-
-use std::process::{Command, Stdio};
-
-use cmdgate_tests::claude::{ClaudeRun, Session};
+use cmdgate_tests::claude::World;
 use cmdgate_tests::fake_api::{tool_use_id, FakeApi, Step};
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::Value;
-
-/// A daemon (`gate`) whose project is the Claude Code session's workspace: a git repository with a
-/// tracked `tracked.txt` and a signed, committed `CLAUDE_CMDS.md`, the hook installed in the
-/// workspace's `.claude/settings.json`.
-struct World {
-    gate: Gate,
-    session: Session,
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .status()
-        .expect("git");
-    assert!(ok.success(), "git {args:?}");
-}
-
-fn world(config: &str) -> World {
-    let mut gate = Gate::new();
-    let mut session = Session::new();
-    let ws = session.workspace();
-    git(&ws, &["init", "-q", "."]);
-    std::fs::write(ws.join("tracked.txt"), "precious\n").unwrap();
-    gate.proj = ws.clone();
-    if !config.is_empty() {
-        std::fs::write(gate.conf.join("config.toml"), config).unwrap();
-    }
-    gate.init_signed();
-    git(&ws, &["add", "tracked.txt", "CLAUDE_CMDS.md"]);
-    git(&ws, &["commit", "-qm", "init"]);
-    let install = gate.cli(&[
-        "hook",
-        "install",
-        "--project",
-        ws.to_str().unwrap(),
-        "--hook",
-        gate.hook.to_str().unwrap(),
-    ]);
-    assert!(
-        install.status.success(),
-        "hook install: {}",
-        install.stderr_text()
-    );
-    for (k, v) in [
-        ("CMDGATE_SOCKET", &gate.socket),
-        ("CMDGATE_CONFIG_DIR", &gate.conf),
-        ("CMDGATE_SPOOL_DIR", &gate.spool),
-    ] {
-        session.set_env(k, &v.display().to_string());
-    }
-    gate.start();
-    World { gate, session }
-}
-
-impl World {
-    fn ws(&self, name: &str) -> std::path::PathBuf {
-        self.session.workspace().join(name)
-    }
-
-    /// Runs `claude -p` against `api` and prints what it did; fails unless the CLI exited 0.
-    fn claude(&self, api: &FakeApi, label: &str, args: &[&str]) -> ClaudeRun {
-        let run = self.session.run_with(api, label, args);
-        println!("=== {label}: claude -p {args:?}");
-        println!("result: {}", run.result);
-        println!("tool results:\n{}", api.transcript());
-        if !run.done.status.success() {
-            println!("claude stderr:\n{}", run.done.stderr_text());
-        }
-        assert!(
-            run.done.status.success(),
-            "claude exited {:?}\n{}",
-            run.done.status,
-            run.done.stderr_text()
-        );
-        run
-    }
-
-    /// The newest decision row of a tool call (ids repeat across runs), printed.
-    fn row(&self, turn: usize) -> Value {
-        let id = tool_use_id(turn);
-        let row = self
-            .gate
-            .audit("decision")
-            .into_iter()
-            .filter(|r| r["tool_use_id"] == id)
-            .max_by_key(|r| r["id"].as_i64())
-            .unwrap_or_else(|| panic!("no decision row for turn {turn}"));
-        println!(
-            "audit #{} {}: {} (source {}) {}",
-            row["id"], row["tool_use_id"], row["decision"], row["source"], row["reason"]
-        );
-        row
-    }
-
-    /// `cmdgate audit show ID --json`; ingests the spool once if no outcome joined yet (the hook
-    /// spools an outcome the daemon did not take in time).
-    fn show_with_outcome(&self, id: &Value) -> Value {
-        let id = id.to_string();
-        let show = self.gate.cli_json(&["audit", "show", &id, "--json"]);
-        if show["outcomes"].as_array().is_some_and(|o| !o.is_empty()) {
-            return show;
-        }
-        self.gate.ingest();
-        self.gate.cli_json(&["audit", "show", &id, "--json"])
-    }
-}
-
-fn denials(run: &ClaudeRun) -> usize {
-    run.result["permission_denials"]
-        .as_array()
-        .map_or(0, Vec::len)
-}
-
-/// The newest `run` row of a tool call.
-fn run_row(w: &World, turn: usize) -> Value {
-    let id = tool_use_id(turn);
-    w.gate
-        .audit("run")
-        .into_iter()
-        .filter(|r| r["tool_use_id"] == id)
-        .max_by_key(|r| r["id"].as_i64())
-        .unwrap_or_else(|| panic!("no run row for turn {turn}"))
-}
 
 #[test]
 fn a_tier_1_command_runs_once_in_the_mirror_its_effects_land_and_its_outcome_is_audited() {
-    let w = world("");
+    let w = World::new();
     let command = "mkdir -p target && echo built > target/out.txt";
-    let api = FakeApi::start(vec![Step::bash(command)]);
-    let run = w.claude(&api, "build the project", &[]);
+    let run = w.play(vec![Step::bash(command)]);
 
-    let r = api.result_of(0).expect("a result for the build");
+    let r = run.result(0);
     assert!(!r.is_error, "{r:?}");
     assert_eq!(
-        std::fs::read_to_string(w.ws("target/out.txt")).unwrap(),
+        w.read("target/out.txt"),
         "built\n",
         "the clean run's effects were committed"
     );
-    assert_eq!(denials(&run), 0, "{}", run.result);
+    assert_eq!(run.denials(), 0, "{}", run.run.result);
 
     let row = w.row(0);
     assert_eq!(row["decision"], "run", "{row}");
     assert_eq!(row["source"], "sandbox", "{row}");
-    let ran = run_row(&w, 0);
+    let ran = w.run_row(0);
     assert_eq!(ran["decision"], "committed", "{ran}");
     let show = w.show_with_outcome(&row["id"]);
     println!("audit show: {show}");
@@ -173,39 +41,33 @@ fn a_tier_1_command_runs_once_in_the_mirror_its_effects_land_and_its_outcome_is_
 
 #[test]
 fn a_destructive_command_is_rolled_back_the_file_survives_and_the_model_is_told_why() {
-    let w = world("");
-    let api = FakeApi::start(vec![Step::bash("rm tracked.txt")]);
-    let run = w.claude(&api, "remove tracked.txt", &[]);
+    let w = World::new();
+    let run = w.play(vec![Step::bash("rm tracked.txt")]);
 
-    let r = api.result_of(0).expect("a result for the rm");
+    let r = run.result(0);
     assert!(r.is_error, "{r:?}");
     assert!(
         r.content.contains("cmdgate rolled back `rm tracked.txt`")
             && r.content.contains("tracked.txt"),
         "the model sees what was refused and why: {r:?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
-        "precious\n",
-        "the file survives"
-    );
-    assert_eq!(run_row(&w, 0)["decision"], "rolled_back");
-    assert_eq!(denials(&run), 0, "{}", run.result);
+    assert_eq!(w.read("tracked.txt"), "precious\n", "the file survives");
+    assert_eq!(w.run_row(0)["decision"], "rolled_back");
+    assert_eq!(run.denials(), 0, "{}", run.run.result);
 }
 
 #[test]
 fn k_clean_runs_promote_a_command_and_the_next_run_skips_the_test_run() {
-    let w = world("[promotion]\nk = 2\n");
+    let w = World::with_config("[promotion]\nk = 2\n");
     let command = "mkdir -p build && touch build/stamp";
-    let api = FakeApi::start(vec![
+    let run = w.play(vec![
         Step::bash(command),
         Step::bash(command),
         Step::bash(command),
     ]);
-    let run = w.claude(&api, "build three times", &[]);
-    assert_eq!(denials(&run), 0, "{}", run.result);
+    assert_eq!(run.denials(), 0, "{}", run.run.result);
     for turn in 0..3 {
-        let r = api.result_of(turn).expect("a result");
+        let r = run.result(turn);
         assert!(!r.is_error, "{r:?}");
     }
     assert!(w.ws("build/stamp").exists(), "the command ran for real");
@@ -234,7 +96,7 @@ fn k_clean_runs_promote_a_command_and_the_next_run_skips_the_test_run() {
 
 #[test]
 fn a_burst_of_denials_trips_the_breaker_reads_still_run_and_reset_restores() {
-    let w = world("[breaker]\nthreshold = 2\n");
+    let w = World::with_config("[breaker]\nthreshold = 2\n");
     let session_id = "7e1f3c2a-5b4d-4c6e-9f80-1a2b3c4d5e6f";
     let api = FakeApi::start(vec![
         Step::bash("rm tracked.txt"),
@@ -244,7 +106,7 @@ fn a_burst_of_denials_trips_the_breaker_reads_still_run_and_reset_restores() {
         Step::bash("touch ok.txt"),
     ]);
     let run = w.claude(&api, "clean up", &["--session-id", session_id]);
-    assert_eq!(denials(&run), 1, "{}", run.result);
+    assert_eq!(run.denials(), 1, "{}", run.result);
 
     // Rolled back in the mirror: a dirty run, which trips the breaker at threshold 2.
     let rm = api.result_of(0).expect("rm result");
@@ -286,7 +148,7 @@ fn a_burst_of_denials_trips_the_breaker_reads_still_run_and_reset_restores() {
 
 #[test]
 fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resigning_restores() {
-    let mut w = world("");
+    let mut w = World::new();
     let map = w.ws("CLAUDE_CMDS.md");
     let signed = std::fs::read_to_string(&map).unwrap();
     // The agent's edit: `rm *` as a tier-0 read.
@@ -311,7 +173,7 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
             && append.content.contains("CLAUDE_CMDS.md"),
         "{append:?}"
     );
-    assert_eq!(denials(&run), 1, "{}", run.result);
+    assert_eq!(run.denials(), 1, "{}", run.result);
     assert_eq!(
         std::fs::read_to_string(&map).unwrap(),
         signed,
@@ -333,11 +195,7 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
         rm.is_error && rm.content.contains("cmdgate denied"),
         "{rm:?}"
     );
-    assert_eq!(
-        std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
-        "precious\n",
-        "the file survives"
-    );
+    assert_eq!(w.read("tracked.txt"), "precious\n", "the file survives");
     let read = api.result_of(1).expect("read result");
     assert!(
         !read.is_error && read.content.contains("precious"),
@@ -387,25 +245,28 @@ fn the_agent_cannot_edit_the_tier_map_a_tampered_map_grants_nothing_and_resignin
 
 #[test]
 fn the_same_rollback_holds_in_every_permission_mode() {
-    let w = world("");
+    let w = World::new();
     for mode in ["default", "acceptEdits", "bypassPermissions"] {
-        let api = FakeApi::start(vec![Step::bash("rm tracked.txt")]);
-        let run = w.claude(&api, mode, &["--permission-mode", mode]);
-        let r = api.result_of(0).expect("a result for the rm");
+        let run = w.play_with(
+            mode,
+            &["--permission-mode", mode],
+            vec![Step::bash("rm tracked.txt")],
+        );
+        let r = run.result(0);
         assert!(
             r.is_error && r.content.contains("cmdgate rolled back `rm tracked.txt`"),
             "{mode}: {r:?}"
         );
-        assert_eq!(denials(&run), 0, "{mode}: {}", run.result);
+        assert_eq!(run.denials(), 0, "{mode}: {}", run.run.result);
         assert_eq!(
-            std::fs::read_to_string(w.ws("tracked.txt")).unwrap(),
+            w.read("tracked.txt"),
             "precious\n",
             "{mode}: the file survives"
         );
         let last = w.row(0);
         assert_eq!(last["decision"], "run", "{mode}: {last}");
         assert_eq!(last["permission_mode"], mode, "{mode}: {last}");
-        assert_eq!(run_row(&w, 0)["decision"], "rolled_back", "{mode}");
+        assert_eq!(w.run_row(0)["decision"], "rolled_back", "{mode}");
     }
 }
 
@@ -426,26 +287,9 @@ fn wait_pending(gate: &Gate) -> Value {
     }
 }
 
-fn git_log(ws: &std::path::Path) -> String {
-    let out = Command::new("git")
-        .args(["log", "--format=%s"])
-        .current_dir(ws)
-        .output()
-        .expect("git log");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it() {
-    let mut w = world("[approvals]\nmode = \"background\"\n");
-    for (k, v) in [
-        ("GIT_AUTHOR_NAME", "agent"),
-        ("GIT_AUTHOR_EMAIL", "agent@example.invalid"),
-        ("GIT_COMMITTER_NAME", "agent"),
-        ("GIT_COMMITTER_EMAIL", "agent@example.invalid"),
-    ] {
-        w.session.set_env(k, v);
-    }
+    let mut w = World::with_config("[approvals]\nmode = \"background\"\n");
     // Tier 2 in the starter map: a person decides.
     let commit = "git commit --allow-empty -qm approved-by-operator";
     let api = FakeApi::start(vec![Step::bash(commit)]);
@@ -469,11 +313,11 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
         assert_eq!(answered["delivered"], true, "{answered}");
         claude.join().expect("claude thread")
     });
-    assert_eq!(denials(&run), 0, "{}", run.result);
+    assert_eq!(run.denials(), 0, "{}", run.result);
     let r = api.result_of(0).expect("a result for the commit");
     assert!(!r.is_error, "{r:?}");
     assert!(
-        git_log(&w.session.workspace()).contains("approved-by-operator"),
+        w.git_log().contains("approved-by-operator"),
         "the approved command ran for real"
     );
     let row = w.row(0);
@@ -489,16 +333,11 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
     assert!(rules.contains("empty commits are fine here"), "{rules}");
     let api = FakeApi::start(vec![Step::bash(commit)]);
     let run = w.claude(&api, "commit again", &[]);
-    assert_eq!(denials(&run), 0, "{}", run.result);
+    assert_eq!(run.denials(), 0, "{}", run.result);
     let row = w.row(0);
     assert_eq!(row["decision"], "allow", "{row}");
     assert_eq!(row["source"], "remembered", "{row}");
-    assert_eq!(
-        git_log(&w.session.workspace())
-            .matches("approved-by-operator")
-            .count(),
-        2
-    );
+    assert_eq!(w.git_log().matches("approved-by-operator").count(), 2);
 
     // Nobody answers this one: denied at the (short) deadline, and the model is told why.
     w.gate.stop();
@@ -512,12 +351,12 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
         "git commit --allow-empty -qm never-answered",
     )]);
     let run = w.claude(&api, "commit without an answer", &[]);
-    assert_eq!(denials(&run), 1, "{}", run.result);
+    assert_eq!(run.denials(), 1, "{}", run.result);
     let r = api
         .result_of(0)
         .expect("a result for the unanswered commit");
     assert!(r.is_error && r.content.contains("nobody answered"), "{r:?}");
-    assert!(!git_log(&w.session.workspace()).contains("never-answered"));
+    assert!(!w.git_log().contains("never-answered"));
     let row = w.row(0);
     assert_eq!(row["decision"], "deny", "{row}");
     assert_eq!(row["source"], "fail_closed", "{row}");

@@ -2,10 +2,7 @@
 //! searched directory (one level) and treat the search as a read only when nothing there is on the
 //! secret-path list (`policy::shell::read::recursive`).
 
-#[allow(dead_code)]
-mod daemon_common;
-
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::json;
 
 #[test]

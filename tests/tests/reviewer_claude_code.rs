@@ -5,85 +5,31 @@
 //! "ask" is Claude Code's prompt (a denial under `claude -p`) or, in background mode, a pending
 //! approval whose operator note the model reads in its next request.
 
-#[allow(dead_code)]
-mod daemon_common;
-
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use cmdgate_tests::claude::Session;
+use cmdgate_tests::claude::{git, Session, World};
 use cmdgate_tests::fake_api::{FakeApi, Step};
 use cmdgate_tests::fake_reviewer::{FakeReviewer, Reply};
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
 const KEY: &str = "fake-key-c0de";
 const PROMPT: &str = "please record an empty commit named reviewed";
 
-fn git(dir: &std::path::Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.email=t@t", "-c", "user.name=t"])
-        .args(args)
-        .current_dir(dir)
-        .stderr(Stdio::null())
-        .output()
-        .expect("git");
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A daemon whose project is the session's workspace (signed starter map), with the fake as its
 /// reviewer, and the hook installed.
 fn world(fake: &FakeReviewer, extra: &str) -> (Gate, Session) {
-    let mut gate = Gate::new();
-    let mut session = Session::new();
-    let ws = session.workspace();
-    git(&ws, &["init", "-q", "."]);
-    std::fs::write(ws.join("tracked.txt"), "precious\n").unwrap();
-    gate.proj = ws.clone();
-    std::fs::write(
-        gate.conf.join("config.toml"),
-        format!(
-            "{extra}\n[reviewer]\nenabled = true\nprovider = \"openai\"\nbase_url = \"{}\"\n\
-             model = \"fake-reviewer\"\napi_key_env = \"CMDGATE_TEST_REVIEWER_KEY\"\nstream = true\n",
+    let w = World::builder()
+        .config(extra)
+        .config(&format!(
+            "[reviewer]\nenabled = true\nprovider = \"openai\"\nbase_url = \"{}\"\n\
+             model = \"fake-reviewer\"\napi_key_env = \"CMDGATE_TEST_REVIEWER_KEY\"\nstream = true",
             fake.openai_url()
-        ),
-    )
-    .unwrap();
-    gate.daemon_env
-        .push(("CMDGATE_TEST_REVIEWER_KEY".into(), KEY.into()));
-    gate.init_signed();
-    git(&ws, &["add", "tracked.txt", "CLAUDE_CMDS.md"]);
-    git(&ws, &["commit", "-qm", "init"]);
-    let install = gate.cli(&[
-        "hook",
-        "install",
-        "--project",
-        ws.to_str().unwrap(),
-        "--hook",
-        gate.hook.to_str().unwrap(),
-    ]);
-    assert!(
-        install.status.success(),
-        "hook install: {}",
-        install.stderr_text()
-    );
-    for (k, v) in [
-        ("CMDGATE_SOCKET", &gate.socket),
-        ("CMDGATE_CONFIG_DIR", &gate.conf),
-        ("CMDGATE_SPOOL_DIR", &gate.spool),
-    ] {
-        session.set_env(k, &v.display().to_string());
-    }
-    // The commits the agent makes need an identity (HOME is empty).
-    for k in ["GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME"] {
-        session.set_env(k, "agent");
-    }
-    for k in ["GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL"] {
-        session.set_env(k, "agent@example.invalid");
-    }
-    gate.start();
-    (gate, session)
+        ))
+        .daemon_env("CMDGATE_TEST_REVIEWER_KEY", KEY)
+        .start();
+    (w.gate, w.session)
 }
 
 fn commits(session: &Session) -> usize {

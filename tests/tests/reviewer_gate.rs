@@ -5,15 +5,12 @@
 //! catastrophic or tier-3 command or a secret value; a subagent's call shows the parent session's
 //! rules; the session can turn it off.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cmdgate_tests::fake_reviewer::{FakeReviewer, Received, Reply};
-use daemon_common::Gate;
+use cmdgate_tests::gate::Gate;
 use serde_json::{json, Value};
 
 /// A tier-2 command of the starter map.
@@ -245,7 +242,7 @@ fn the_session_can_turn_it_off_and_an_always_ask_rule_is_never_reviewed() {
         event.to_string().as_bytes(),
         Duration::from_secs(120),
     );
-    let (d, _) = daemon_common::hook_answer(&done);
+    let (d, _) = cmdgate_tests::gate::hook_answer(&done);
     assert_eq!(d, "ask");
     let remembered = g.cli(&[
         "rules",
@@ -360,7 +357,7 @@ fn a_subagents_call_shows_the_parent_sessions_rules() {
         event.to_string().as_bytes(),
         Duration::from_secs(120),
     );
-    let (d, _) = daemon_common::hook_answer(&done);
+    let (d, _) = cmdgate_tests::gate::hook_answer(&done);
     assert_eq!(d, "ask");
     let seen = &fake.received()[0];
     assert!(

@@ -4,9 +4,6 @@
 //! systemd does for `cmdgated.socket` / `cmdgated-admin.socket`). The real hook and the real CLI
 //! are the clients. Nothing here is skipped: without `systemd-socket-activate` every test fails.
 
-#[allow(dead_code)]
-mod daemon_common;
-
 use std::ffi::OsString;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::net::UnixStream;
@@ -14,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use cmdgate_tests::gate::{audit_id, Gate};
 use cmdgate_tests::proc::run_bounded;
-use daemon_common::{audit_id, Gate};
 
 const ACTIVATE: &str = "/usr/bin/systemd-socket-activate";
 

@@ -1,5 +1,6 @@
 //! A real `cmdgated` on temp sockets with its own home, config and store, driven through the real
-//! `cmdgate-hook` binary and the real `cmdgate` CLI.
+//! `cmdgate-hook` binary and the real `cmdgate` CLI. Used by most end-to-end tests and by
+//! [`crate::claude::World`].
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -7,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cmdgate_tests::bins::cargo_bin;
-use cmdgate_tests::proc::{run_bounded, Finished};
+use crate::bins::cargo_bin;
+use crate::proc::{run_bounded, Finished};
 use serde_json::{json, Value};
 
 /// How long the daemon may take to come up before the test fails with its log.
@@ -32,6 +33,12 @@ pub struct Gate {
     pub daemon_env: Vec<(String, String)>,
     daemon: Option<Child>,
     starts: u32,
+}
+
+impl Default for Gate {
+    fn default() -> Gate {
+        Gate::new()
+    }
 }
 
 impl Gate {
@@ -417,6 +424,43 @@ impl Gate {
             .collect()
     }
 
+    /// Waits (bounded: 120 s, then the test fails with the daemon's log) until an audit row of
+    /// `kind` satisfies `wanted`, and returns it: for what the daemon records after the call that
+    /// caused it has returned (a run killed when its client went away, a recovery at start).
+    pub fn wait_audit(&self, kind: &str, wanted: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            if let Some(row) = self.audit(kind).into_iter().find(|r| wanted(r)) {
+                return row;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no matching {kind} row: {:?}\n{}",
+                self.audit(kind),
+                std::fs::read_to_string(self.log_path()).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits (bounded: 120 s) until a mirrored run has created `name` in its overlay upper dir
+    /// (`<state dir>/mirror/runs/<id>/upper/<name>`, on the host, root-only): the event that the
+    /// command is running in the mirror, which nothing in the workspace shows before a commit.
+    pub fn wait_in_mirror(&self, name: &str) -> PathBuf {
+        let started = Instant::now();
+        loop {
+            if let Some(found) = find_upper(&self.data, name, 0) {
+                return found;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "no mirrored run created {name}: {}",
+                std::fs::read_to_string(self.log_path()).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The decision row for a tool_use_id, if any.
     pub fn decision_row(&self, tool_use_id: &str) -> Option<Value> {
         self.audit("decision")
@@ -442,6 +486,27 @@ impl Drop for Gate {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// `<dir>/**/mirror/runs/<id>/upper/<name>`, searched a few levels deep.
+fn find_upper(dir: &Path, name: &str, depth: usize) -> Option<PathBuf> {
+    if dir.ends_with("mirror/runs") {
+        for run in std::fs::read_dir(dir).ok()?.flatten() {
+            let candidate = run.path().join("upper").join(name);
+            if candidate.symlink_metadata().is_ok() {
+                return Some(candidate);
+            }
+        }
+        return None;
+    }
+    if depth > 4 {
+        return None;
+    }
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .find_map(|e| find_upper(&e.path(), name, depth + 1))
 }
 
 /// The (decision, reason) a PreToolUse run of the hook printed; fails the test on anything else.
