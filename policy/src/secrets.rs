@@ -1,6 +1,6 @@
 //! The one secret-path list: files and directories whose contents must not reach the model without
 //! a person saying so. The hook (Bash, Read, Glob, Grep, LS), the daemon and the mirror's masks all
-//! compile this table ([`SecretPaths::builtin`]); a test (`policy/tests/secret_table.rs`) fails when
+//! compile this table ([`SecretPaths::builtin`]); a test (`policy/tests/it/secret_table.rs`) fails when
 //! a second list of secret paths appears anywhere in the workspace's sources.
 //!
 //! Pattern syntax (see [`SecretPaths`]): `~/…` is anchored at the agent's home, `/…` is absolute;

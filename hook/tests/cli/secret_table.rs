@@ -1,7 +1,7 @@
 //! The policy's secret table (`cmdgate_policy::secrets::SECRET_TABLE`) through the hook's own
 //! paths: for every entry, a Read, a Glob, a Grep and a Bash `cat` of a path it covers are never
 //! allowed by the hook (the daemon is absent here, so each ends in the fail-closed deny that names
-//! the secret). The policy's side of the same table is `policy/tests/secret_table.rs`.
+//! the secret). The policy's side of the same table is `policy/tests/it/secret_table.rs`.
 
 use cmdgate_policy::secrets::{Category, SECRET_TABLE};
 use serde_json::json;

@@ -5,7 +5,7 @@
 
 // The fake provider lives in the end-to-end harness (tests/src/fake_reviewer.rs); included by path
 // so there is one copy.
-#[path = "../../tests/src/fake_reviewer.rs"]
+#[path = "../../../tests/src/fake_reviewer.rs"]
 mod fake_reviewer;
 
 use std::time::Duration;

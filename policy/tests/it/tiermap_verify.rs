@@ -457,7 +457,7 @@ fn pinned_keys_round_trip_and_api() {
 
 #[test]
 fn docs_example_verifies() {
-    let docs = include_str!("../../docs/tiermap.md");
+    let docs = include_str!("../../../docs/tiermap.md");
     let example = docs
         .split_once("```markdown\n")
         .and_then(|(_, rest)| rest.split_once("\n```\n"))

@@ -1,7 +1,7 @@
 //! Signed tier maps against a real OpenBao dev server: transit signing, pinning, rotation, minimum
 //! versions, every tampering and replay technique, an unreachable Vault, and the `cmdgate` CLI.
 
-mod support;
+use crate::support;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
