@@ -98,8 +98,9 @@ pub struct RunConfig {
     /// Host paths made unreachable inside the mirror: a directory becomes an empty read-only
     /// tmpfs, anything else (file, socket) `/dev/null`. cmdgate's own sockets, config and state
     /// belong here (a command must not talk to the admin socket or read the audit); secrets can
-    /// be added the same way. Missing paths are skipped; a mask that contains the workspace is
-    /// refused. [`RunConfig::new`] starts it with the state dir.
+    /// be added the same way. Missing paths are skipped; a mask that contains the workspace or the
+    /// home is applied to its entries instead, down to the kept path (which stays visible); a mask
+    /// that is the workspace is refused. [`RunConfig::new`] starts it with the state dir.
     #[serde(default)]
     pub masks: Vec<PathBuf>,
     /// Mask the secrets of `cmdgate_policy::secrets` too (see [`crate::secrets`]): on unless the

@@ -752,8 +752,10 @@ impl UpperGuard {
     }
 }
 
-/// The mirror's masks: each configured path that exists on the host, typed; a mask containing the
-/// workspace is refused (it would hide what the command must work on).
+/// The mirror's masks: each configured path that exists on the host, typed. A mask that contains
+/// the workspace or the home directory (cmdgate's data dir above a test's workspace, say) is
+/// replaced by masks of its entries, down to the kept path, which stays visible; a mask that *is*
+/// the workspace is refused (it would hide what the command must work on).
 fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
     let mut paths = cfg.masks.clone();
@@ -764,21 +766,59 @@ fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
                 .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))?;
         paths.extend(secrets.into_iter().filter(|p| !cfg.masks.contains(p)));
     }
+    let keep: Vec<&Path> = std::iter::once(cfg.workspace.as_path())
+        .chain(cfg.home.as_deref())
+        .collect();
+    let mut split = Vec::new();
     for path in &paths {
-        if !path.is_absolute() || cfg.workspace.starts_with(path) {
+        if !path.is_absolute() || *path == cfg.workspace {
             return Err(HelperError::Invalid(format!(
-                "mask {} is relative or contains the workspace",
+                "mask {} is relative or the workspace itself",
                 path.display()
             )));
         }
-        match std::fs::symlink_metadata(path) {
+        mask_around(path, &keep, &mut split)?;
+    }
+    for path in split {
+        match std::fs::symlink_metadata(&path) {
             Ok(m) => out.push(crate::setup::Mask {
-                path: path.clone(),
                 dir: m.is_dir(),
+                path,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(HelperError::State(path.clone(), e)),
+            Err(e) => return Err(HelperError::State(path, e)),
         }
     }
     Ok(out)
+}
+
+/// `path` as masks that leave every `keep` path visible: `path` itself when it contains none of
+/// them, else each of its entries the same way (a kept path itself is left out, and so is a
+/// symbolic link among the entries: a mount on it would land on its target, which may be the
+/// kept path). A missing path adds nothing.
+fn mask_around(path: &Path, keep: &[&Path], out: &mut Vec<PathBuf>) -> Result<(), HelperError> {
+    if keep.contains(&path) {
+        return Ok(());
+    }
+    if !keep.iter().any(|k| k.starts_with(path)) {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(HelperError::State(path.to_path_buf(), e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| HelperError::State(path.to_path_buf(), e))?;
+        let child = entry.path();
+        let is_link = entry
+            .file_type()
+            .map_err(|e| HelperError::State(child.clone(), e))?
+            .is_symlink();
+        if !is_link {
+            mask_around(&child, keep, out)?;
+        }
+    }
+    Ok(())
 }

@@ -9,6 +9,8 @@ mod common;
 mod effects;
 #[path = "suite/escape.rs"]
 mod escape;
+#[path = "suite/gitlock.rs"]
+mod gitlock;
 #[path = "suite/lifecycle.rs"]
 mod lifecycle;
 #[path = "suite/mirror.rs"]

@@ -33,6 +33,7 @@ pub mod reviewer;
 pub mod rules;
 pub mod rules_admin;
 pub mod runs;
+pub mod scope;
 pub mod status;
 pub mod testrun;
 pub mod tickets;
@@ -211,12 +212,16 @@ impl Engine {
         });
         // Mirrored runs first: a crash mid-commit is rolled back (or an interrupted undo finished)
         // before anything is served, and before the test-run sweep looks at the state dir.
+        // What every mirror hides (cmdgate's own paths, the operator's secret paths) and how it
+        // judges git: the same for mirrored runs and test-runs.
+        let scope = scope::MirrorScope::new(&paths, &config);
         let runs = Runs::new(
             helper.clone(),
             paths.sandbox_state.clone(),
             config.sandbox.clone(),
             config.sandbox.max_concurrent.max(MIN_CONCURRENT_RUNS),
-        );
+        )
+        .scoped(scope.clone());
         if runs.unavailable().is_none() {
             let state = paths.sandbox_state.clone();
             let report =
@@ -225,7 +230,8 @@ impl Engine {
                     .unwrap_or_default();
             redeem::record_recovery(&store, &report).await?;
         }
-        let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone());
+        let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone())
+            .scoped(scope);
         if let Some(why) = testruns.unavailable() {
             eprintln!("cmdgated: test-runs unavailable: {why}; tier 1 and unknown commands will be asked, never allowed");
         }

@@ -21,6 +21,7 @@ use cmdgate_sandbox::{Effect, HelperCommand, Privilege, RunAs, RunConfig};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::SandboxConfig;
+use crate::engine::scope::MirrorScope;
 use crate::engine::tickets::Issued;
 
 /// Default timeout of a run when neither the Bash tool nor the tier-map entry gives one: Claude
@@ -44,6 +45,8 @@ pub struct Runs {
     unavailable: Option<String>,
     /// One `cmdgate undo` at a time (the library does not serialise undos of one run).
     pub(crate) undo_lock: tokio::sync::Mutex<()>,
+    /// What every run hides (cmdgate's own paths, secret paths) and how it judges git.
+    scope: MirrorScope,
 }
 
 /// What a finished run came to: for the end frame, the audit row and the breaker.
@@ -89,7 +92,14 @@ impl Runs {
             commit,
             unavailable,
             undo_lock: tokio::sync::Mutex::new(()),
+            scope: MirrorScope::default(),
         }
+    }
+
+    /// The daemon's masks, secret paths and git judgement for every run.
+    pub fn scoped(mut self, scope: MirrorScope) -> Runs {
+        self.scope = scope;
+        self
     }
 
     pub fn unavailable(&self) -> Option<&str> {
@@ -149,6 +159,7 @@ impl Runs {
                 None => PathBuf::from(p),
             })
             .collect();
+        self.scope.apply(&mut cfg, &issued.command);
         cfg
     }
 

@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::config::SandboxConfig;
+use crate::engine::scope::MirrorScope;
 
 /// The test-run facility.
 pub struct TestRunner {
@@ -21,6 +22,8 @@ pub struct TestRunner {
     config: SandboxConfig,
     /// Why no mirror can be built here, found once at start (`None`: it can).
     unavailable: Option<String>,
+    /// What every test-run hides (cmdgate's own paths, secret paths) and how it judges git.
+    scope: MirrorScope,
 }
 
 /// What the pipeline gets back: the verdict, and what to put in the audit's `sandbox` column.
@@ -67,7 +70,14 @@ impl TestRunner {
             state_dir,
             config,
             unavailable,
+            scope: MirrorScope::default(),
         }
+    }
+
+    /// The daemon's masks, secret paths and git judgement for every test-run.
+    pub fn scoped(mut self, scope: MirrorScope) -> TestRunner {
+        self.scope = scope;
+        self
     }
 
     /// Without a separate helper the daemon re-executes itself, so it must be root.
@@ -146,6 +156,7 @@ impl TestRunner {
                 _ => PathBuf::from(p),
             })
             .collect();
+        self.scope.apply(&mut cfg, &plan.command);
         let slots = self.slots.clone();
         let started = Instant::now();
         let run = async move {

@@ -600,7 +600,10 @@ pub fn recover(state_dir: &Path) -> RecoverReport {
         match (state_of(&jdir), fds) {
             (JournalState::Applying, Ok((ws, Ok(upper)))) => {
                 match rollback(&m, &jdir, &ws, &upper) {
-                    Ok(()) => report.rolled_back.push(id),
+                    Ok(()) => {
+                        super::gitlock::release_stale(&ws, &id);
+                        report.rolled_back.push(id)
+                    }
                     Err(e) => report.failed.push(format!("{id}: {e}")),
                 }
             }

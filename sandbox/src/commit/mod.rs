@@ -26,6 +26,7 @@
 //! links `target/debug/x` to `deps/x-…`) are kept: both names are renamed in, same inode.
 
 pub mod fsx;
+pub mod gitlock;
 mod journal;
 
 pub use journal::{
@@ -516,6 +517,31 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
             duration: t0.elapsed(),
         });
     }
+    // Git's lock discipline: changes under `.git/` only while cmdgate holds the repository's
+    // `index.lock` (a host git holding it is waited for briefly, then it is a conflict).
+    let paths: Vec<PathBuf> = ops.iter().map(|op| op.change().path).collect();
+    let _git_lock = match gitlock::lock(&ws, &paths, kept.run_id()) {
+        Ok(lock) => lock,
+        Err(gitlock::LockError::Busy(problem)) => {
+            return Err(CommitError::Conflict {
+                problems: vec![problem],
+                kept: Box::new(kept),
+            })
+        }
+        Err(gitlock::LockError::LeftByRun(problem)) => {
+            return Err(CommitError::Refused {
+                problems: vec![problem],
+                kept: Box::new(kept),
+            })
+        }
+        Err(gitlock::LockError::Io(path, e)) => {
+            return Err(CommitError::Io {
+                path,
+                source: e.into(),
+                kept: Box::new(kept),
+            })
+        }
+    };
     let manifest = Manifest {
         run_id: kept.run_id().to_string(),
         workspace,

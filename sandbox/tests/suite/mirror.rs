@@ -156,6 +156,49 @@ fn cmdgates_own_sockets_config_and_state_are_masked() {
 }
 
 #[test]
+fn a_mask_above_the_workspace_masks_its_other_entries_and_the_run_goes_on() {
+    // cmdgate's data dir may hold the workspace (a test's temp dir, `CMDGATE_HOME=/srv`): the
+    // mask then covers everything in it but the way down to the workspace and the home.
+    let env = Env::new();
+    let above = env.ws.parent().expect("parent").to_path_buf();
+    std::fs::write(above.join("cmdgate.db"), "SECRET-DB\n").expect("write");
+    std::fs::create_dir(above.join("keys")).expect("mkdir");
+    std::fs::write(above.join("keys/dev-signing-key"), "SECRET-KEY\n").expect("write");
+    std::os::unix::fs::symlink(&env.ws, above.join("link-to-ws")).expect("symlink");
+    env.write("src.txt", "work\n");
+    std::fs::write(env.home.join("h.txt"), "home\n").expect("write");
+    let mut config = env.config();
+    config.masks.push(above.clone());
+    let script = format!(
+        "cat {a}/cmdgate.db; ls -A {a}/keys; cat {a}/keys/dev-signing-key; cat src.txt; \
+         cat {h}/h.txt; ls {a}/link-to-ws/; echo made > out.txt",
+        a = above.display(),
+        h = env.home.display(),
+    );
+    let (out, err, fin) = mirrored_with(&config, &command(&env, &script));
+    println!("{out}\n{err}");
+    assert!(!out.contains("SECRET"), "{out}");
+    assert!(!out.contains("dev-signing-key"), "{out}");
+    assert!(
+        out.contains("work\n") && out.contains("home\n"),
+        "{out} {err}"
+    );
+    assert!(fin.run.clean, "{:?}", fin.run.why);
+    assert!(
+        fin.run.effects.iter().any(|e| matches!(e,
+            Effect::Created { area: Area::Workspace, path, .. } if path.ends_with("out.txt"))),
+        "{:?}",
+        fin.run.effects
+    );
+    fin.kept.discard().expect("discard");
+    // A mask that is the workspace itself hides the work: refused, nothing runs.
+    let mut config = env.config();
+    config.masks.push(env.ws.clone());
+    let refused = mirror::start(&config, &command(&env, "true")).and_then(|run| run.wait());
+    assert!(refused.is_err(), "a mask over the workspace itself ran");
+}
+
+#[test]
 fn a_run_over_its_upper_limit_is_killed_and_not_clean() {
     let env = Env::new();
     let mut config = env.config();
