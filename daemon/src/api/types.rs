@@ -14,7 +14,8 @@ pub use crate::engine::outcome::SpoolIngested;
 pub use crate::engine::pending::PendingInfo;
 pub use crate::engine::rules_admin::{RuleAdded, RuleEnabled, RuleRemoved};
 pub use crate::engine::status::{
-    Status, StatusApprovals, StatusDeadlines, StatusNotifications, StatusPaths,
+    RecentRun, Status, StatusApprovals, StatusDeadlines, StatusNotifications, StatusPaths,
+    StatusRuns,
 };
 pub use crate::engine::tiermaps::ProjectStatus;
 pub use crate::store::audit::{AuditRow, ChainReport, Query};

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::api::serve;
-use crate::api::types::Status;
+use crate::api::types::{Status, StatusRuns};
 use crate::cli::client;
 
 /// Arguments of `cmdgate status`.
@@ -23,6 +23,49 @@ pub(crate) fn name_of<T: serde::Serialize>(v: &T) -> String {
         },
         Ok(other) => other.to_string(),
         Err(_) => "unknown".into(),
+    }
+}
+
+/// The runs section: counts of the newest run rows, then the newest runs with their undo.
+fn print_runs(r: &StatusRuns) {
+    if r.counted == 0 {
+        println!("runs           none yet (mirrored runs: `cmdgate runs`)");
+    } else {
+        println!(
+            "runs           {} committed, {} rolled back, {} conflict, {} failed ({} refused \
+             tickets, {} undone) in the last {} run rows; {} can be undone (`cmdgate runs`)",
+            r.committed,
+            r.rolled_back,
+            r.conflict,
+            r.failed,
+            r.refused,
+            r.undone,
+            r.counted,
+            r.undoable
+        );
+    }
+    for run in &r.recent {
+        let exit = run
+            .exit_code
+            .map_or_else(String::new, |c| format!(" exit {c}"));
+        let undo = if run.undo_available {
+            format!(" (undo: `cmdgate undo {}`)", run.run_id)
+        } else {
+            String::new()
+        };
+        println!(
+            "  {:<14} {:<11}{exit}  {}{undo}",
+            if run.run_id.is_empty() {
+                "-"
+            } else {
+                &run.run_id
+            },
+            run.status,
+            run.command.replace('\n', " ; ")
+        );
+    }
+    if let Some(problem) = &r.problem {
+        println!("  problem: {problem}");
     }
 }
 
@@ -82,6 +125,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<ExitCode> {
         name_of(&s.approvals.mode),
         s.approvals.pending
     );
+    print_runs(&s.runs);
     println!(
         "rules          {}{}",
         s.rules,

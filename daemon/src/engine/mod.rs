@@ -411,6 +411,49 @@ impl Engine {
         Ok(scopes)
     }
 
+    /// The runs section of `cmdgate status`: the newest `run` rows and the undo journal.
+    async fn runs_status(&self) -> crate::engine::status::StatusRuns {
+        use crate::engine::status::{runs_summary, StatusRuns, RUNS_COUNTED};
+        let rows = self
+            .store
+            .read(|c| {
+                audit::query(
+                    c,
+                    &audit::Query {
+                        kind: Some(Kind::Run.as_str().into()),
+                        limit: Some(RUNS_COUNTED),
+                        newest: true,
+                        ..Default::default()
+                    },
+                )
+            })
+            .await;
+        let state = self.runs.state_dir().to_path_buf();
+        let journal =
+            tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::runs(&state)).await;
+        let undoable: Vec<String> = journal
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .filter(|j| j.state == cmdgate_sandbox::commit::JournalState::Committed)
+            .map(|j| j.run_id.clone())
+            .collect();
+        match rows {
+            Ok(rows) => {
+                let mut s = runs_summary(&rows, &undoable);
+                if let Err(e) = journal {
+                    s.problem = Some(format!("the undo journal could not be read: {e}"));
+                }
+                s
+            }
+            Err(e) => StatusRuns {
+                undoable: undoable.len() as u64,
+                problem: Some(format!("the audit could not be read: {e}")),
+                ..StatusRuns::default()
+            },
+        }
+    }
+
     /// What the running daemon is doing (`GET /admin/status`).
     pub async fn status(&self) -> Status {
         let now = clock::now();
@@ -428,6 +471,7 @@ impl Engine {
                 )
             })
             .await;
+        let runs = self.runs_status().await;
         Status {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             pid: std::process::id(),
@@ -474,6 +518,7 @@ impl Engine {
                 delivered: self.notifier.delivered(),
                 last_error: self.notifier.last_error(),
             },
+            runs,
         }
     }
 }
