@@ -5,6 +5,8 @@
 mod commit;
 #[path = "suite/common.rs"]
 mod common;
+#[path = "suite/diff.rs"]
+mod diff;
 #[path = "suite/effects.rs"]
 mod effects;
 #[path = "suite/escape.rs"]

@@ -707,3 +707,42 @@ pub fn prune(state_dir: &Path, limits: &JournalLimits) -> Vec<String> {
     }
     dropped
 }
+
+/// One step of a journaled commit, for the diff (`super::diff`).
+pub(crate) struct Step {
+    pub path: PathBuf,
+    /// The inode the commit put at `path`.
+    pub new: Option<u64>,
+    /// A pre-image is in `pre/<index>`.
+    pub old: bool,
+    pub mode: Option<(u32, u32)>,
+}
+
+/// A journaled run as the diff reads it.
+pub(crate) struct View {
+    pub workspace: PathBuf,
+    pub pre: PathBuf,
+    pub state: JournalState,
+    pub steps: Vec<Step>,
+}
+
+/// The journal of run `run_id`, if it has one.
+pub(crate) fn view(state_dir: &Path, run_id: &str) -> Option<View> {
+    let jdir = find(state_dir, run_id)?;
+    let m = read_manifest(&jdir).ok()?;
+    Some(View {
+        workspace: m.workspace.clone(),
+        pre: jdir.join("pre"),
+        state: state_of(&jdir),
+        steps: m
+            .ops
+            .iter()
+            .map(|op| Step {
+                path: op.rel(),
+                new: op.new,
+                old: op.old.is_some(),
+                mode: op.mode,
+            })
+            .collect(),
+    })
+}

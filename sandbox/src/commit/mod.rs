@@ -25,10 +25,16 @@
 //! real run. That is refused, naming the file. Links the run made among its own new entries (cargo
 //! links `target/debug/x` to `deps/x-…`) are kept: both names are renamed in, same inode.
 
+pub mod apply;
+pub mod diff;
 pub mod fsx;
 pub mod gitlock;
 mod journal;
 
+pub use apply::{apply, kept_runs, prune_kept, ApplyError, KeptRun};
+pub use diff::{
+    run_diff, DiffError, DiffLimits, DiffSource, DiffStat, FileChange, FileDiff, RunDiff,
+};
 pub use journal::{
     prune, recover, runs, undo, JournalEntry, JournalLimits, JournalState, RecoverReport,
     UndoError, UndoReport,
