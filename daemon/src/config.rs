@@ -202,6 +202,11 @@ pub struct SandboxConfig {
     /// (`cmdgate-mirror-helper`, systemd/README.md), so the daemon itself needs none. Unset: the
     /// daemon re-executes itself as the helper, which works only when the daemon is root.
     pub helper: Option<PathBuf>,
+    /// How long a rolled-back mirrored run's upper dir is kept for `cmdgate runs show --diff` and
+    /// `cmdgate apply` (0: discarded at once, nothing to apply).
+    pub keep_rolled_back_secs: u64,
+    /// Bytes all kept rolled-back runs may hold together; the oldest go first past it.
+    pub keep_rolled_back_bytes: u64,
 }
 
 impl Default for SandboxConfig {
@@ -216,6 +221,8 @@ impl Default for SandboxConfig {
             scratch_bytes: l.scratch_bytes,
             state_dir: None,
             helper: None,
+            keep_rolled_back_secs: 24 * 3600,
+            keep_rolled_back_bytes: 1 << 30,
         }
     }
 }

@@ -141,6 +141,34 @@ fn a_held_request_is_announced_with_its_pending_id() {
 }
 
 #[test]
+fn a_rolled_back_run_in_background_mode_is_announced_with_its_run_id_and_diff_stat() {
+    let desktop = Desktop::start();
+    let g = gate_on(&desktop, "[approvals]\nmode = \"background\"\n");
+    let (code, err) = dirty_run(&g, "r-1");
+    assert_ne!(code, Some(0), "{err}");
+    let row = g
+        .audit("run")
+        .into_iter()
+        .find(|r| r["tool_use_id"] == "r-1")
+        .expect("run row");
+    let id = row["note"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("run ")
+        .to_owned();
+    assert_seen(
+        &g,
+        &desktop,
+        &format!("cmdgate: run {id} rolled back (1 file changed, +0 -1)"),
+    );
+    assert_seen(
+        &g,
+        &desktop,
+        &format!("cmdgate runs show {id} --diff; cmdgate apply {id}"),
+    );
+}
+
+#[test]
 fn a_breaker_trip_is_announced() {
     let desktop = Desktop::start();
     let g = gate_on(&desktop, "[breaker]\nthreshold = 2\n");

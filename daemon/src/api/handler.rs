@@ -7,6 +7,7 @@ use crate::api::types::{
     AuditShown, BreakerReset, ErrorReply, Health, PendingAnswer, ResetBreaker, RulesList,
 };
 use crate::api::{ApiRequest, ApiResponse, Handler, Peer, Role};
+use crate::engine::apply::{ApplyError, DiffError};
 use crate::engine::approvals::AnswerError;
 use crate::engine::redeem::{RedeemError, UndoError};
 use crate::engine::rules_admin::{NewRuleRequest, RuleError};
@@ -243,6 +244,17 @@ async fn admin(engine: &Engine, peer: Peer, request: ApiRequest) -> ApiResponse 
             Err(e @ UndoError::NotFound(_)) => ApiResponse::error(404, &e.to_string()),
             Err(e @ UndoError::Refused(_)) => ApiResponse::error(409, &e.to_string()),
             Err(UndoError::Store(e)) => internal(e),
+        },
+        ApiRequest::RunDiff(id) => match engine.run_diff(id).await {
+            Ok(d) => ApiResponse::json(200, &d),
+            Err(e @ DiffError::NotFound(_)) => ApiResponse::error(404, &e.to_string()),
+            Err(e @ DiffError::Failed(_)) => ApiResponse::error(500, &e.to_string()),
+        },
+        ApiRequest::Apply(id, req) => match engine.apply_run(peer, id, req).await {
+            Ok(a) => ApiResponse::json(200, &a),
+            Err(e @ ApplyError::Gone(_)) => ApiResponse::error(404, &e.to_string()),
+            Err(e @ ApplyError::Refused(_)) => ApiResponse::error(409, &e.to_string()),
+            Err(ApplyError::Store(e)) => internal(e),
         },
         ApiRequest::Decide(_)
         | ApiRequest::Outcome(_)

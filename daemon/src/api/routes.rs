@@ -34,6 +34,8 @@
 //! | `GET /admin/runs?limit=N` (as `GET /admin/runs`) | none | `[{"run_id", "undo_state", "row": AuditRow}]`, newest first |
 //! | `GET /admin/runs/{run}` | none | `{"run_id", "undo_state", "row"}` or 404 |
 //! | `POST /admin/runs/{run}/undo` | none | `{"run_id", "undone": true, "restored": [paths]}`; 404 unknown; 409 refused (a later change conflicts) |
+//! | `GET /admin/runs/{run}/diff` | none | `RunDiff` (a kept run against the workspace now, or a committed run from its journal); 404 when neither |
+//! | `POST /admin/runs/{run}/apply` | none or `ApplyRequest` `{"include_protected"?: bool}` | `Applied` `{"run_id", "audit_id", "changed", "undo"}`; 404 not kept; 409 refused (conflict, protected paths, a refused entry) |
 //!
 //! A body whose `v` is not `WIRE_VERSION` is a 400 (the hook turns every non-200 into deny).
 //!
@@ -92,6 +94,10 @@ pub enum ApiRequest {
     Runs,
     RunShow(String),
     Undo(String),
+    /// `cmdgate runs show RUN --diff`.
+    RunDiff(String),
+    /// `cmdgate apply RUN`.
+    Apply(String, crate::engine::apply::ApplyRequest),
 }
 
 /// A request that could not be parsed: its status and why.
@@ -181,6 +187,17 @@ impl ApiRequest {
             (Role::Admin, "GET", ["admin", "runs", id]) => Ok(ApiRequest::RunShow(run_id(id)?)),
             (Role::Admin, "POST", ["admin", "runs", id, "undo"]) => {
                 Ok(ApiRequest::Undo(run_id(id)?))
+            }
+            (Role::Admin, "GET", ["admin", "runs", id, "diff"]) => {
+                Ok(ApiRequest::RunDiff(run_id(id)?))
+            }
+            (Role::Admin, "POST", ["admin", "runs", id, "apply"]) => {
+                let req = if body.is_empty() {
+                    Default::default()
+                } else {
+                    json(body)?
+                };
+                Ok(ApiRequest::Apply(run_id(id)?, req))
             }
             (Role::Agent, "POST", _) if path == RECORD_PATH => {
                 let r: SpoolRecord = json(body)?;

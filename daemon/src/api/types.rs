@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::engine::escape_hatch::{Grant, HatchScope};
 
+pub use crate::engine::apply::{Applied, ApplyRequest};
 pub use crate::engine::approvals::Answered;
 pub use crate::engine::breakers::{BreakerView, BreakersSummary, LastTransition};
 pub use crate::engine::integrity::{AuditFailure, AuditFailures};
@@ -20,6 +21,7 @@ pub use crate::engine::status::{
 pub use crate::engine::tiermaps::ProjectStatus;
 pub use crate::store::audit::{AuditRow, ChainReport, Query};
 pub use crate::store::state::{RuleShown, StoredRule};
+pub use cmdgate_sandbox::commit::{DiffSource, DiffStat, FileChange, FileDiff, RunDiff};
 
 /// Every error answer: `{"error": …}`; a rule edit made against an old revision (409) also names
 /// the current and the expected revision.

@@ -45,6 +45,8 @@ enum Command {
     Runs(cmdgate_daemon::cli::runs::RunsArgs),
     /// Restore the workspace to before a committed run.
     Undo(cmdgate_daemon::cli::runs::UndoArgs),
+    /// Commit a rolled-back run kept for the operator (read `cmdgate runs show RUN --diff` first).
+    Apply(cmdgate_daemon::cli::apply::ApplyArgs),
     /// Sign or verify a tier map (CLAUDE_CMDS.md).
     Tiermap(cmdgate_daemon::cli::tiermap::TiermapArgs),
     /// A one-time login link to the web console (Pending, History, Profile).
@@ -78,6 +80,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         }
         Some(Command::Runs(args)) => cmdgate_daemon::cli::runs::run(args),
         Some(Command::Undo(args)) => cmdgate_daemon::cli::runs::undo(args),
+        Some(Command::Apply(args)) => cmdgate_daemon::cli::apply::apply(args),
         Some(Command::Tiermap(args)) => cmdgate_daemon::cli::tiermap::run(args),
         Some(Command::Console(args)) => cmdgate_daemon::cli::console::run(args),
         Some(Command::Trust(args)) => cmdgate_daemon::cli::trust::run(args),

@@ -1,6 +1,7 @@
 //! The operator CLI `cmdgate`: one module per verb (clap arguments and `run`), and the admin
 //! client they share (`client`). The binary `bin/cmdgate.rs` only dispatches.
 
+pub mod apply;
 pub mod audit;
 pub mod breaker;
 pub mod client;

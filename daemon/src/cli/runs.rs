@@ -24,6 +24,11 @@ pub enum RunsCommand {
     Show {
         /// The run id (`cmdgate runs` lists them).
         run: String,
+        /// Its changes as a unified diff (text) and one line per other change (binary, type,
+        /// mode, symlink, deletion): a kept rolled-back run against the workspace now, or a
+        /// committed run from its journal.
+        #[arg(long)]
+        diff: bool,
     },
 }
 
@@ -64,9 +69,12 @@ fn line(run: &Value) -> String {
 }
 
 pub fn run(args: RunsArgs) -> anyhow::Result<ExitCode> {
+    if let Some(RunsCommand::Show { run, diff: true }) = &args.show {
+        return crate::cli::apply::show_diff(run, args.json);
+    }
     let (_, paths) = serve::load(None)?;
     let path = match &args.show {
-        Some(RunsCommand::Show { run }) => format!("/admin/runs/{run}"),
+        Some(RunsCommand::Show { run, .. }) => format!("/admin/runs/{run}"),
         None => "/admin/runs".to_owned(),
     };
     let reply: Value = client::get::<Value>(&paths.admin_socket, &path)?.value;
@@ -95,6 +103,13 @@ pub fn run(args: RunsArgs) -> anyhow::Result<ExitCode> {
             }
             if reply["undo_state"] == "committed" {
                 println!("undo with `cmdgate undo {}`", text(&reply["run_id"]));
+            }
+            if detail["kept_until"].is_u64() && reply["undo_state"].is_null() {
+                println!(
+                    "kept for the operator: read it with `cmdgate runs show {0} --diff`, commit it \
+                     with `cmdgate apply {0}`",
+                    text(&reply["run_id"])
+                );
             }
         }
         None => {

@@ -675,6 +675,7 @@ impl Engine {
             home,
             tool_timeout_ms,
             decision_id: 0,
+            background: self.holds_asks(req.req),
         };
         let mut random = [0u8; 32];
         let ticket = match getrandom::getrandom(&mut random) {

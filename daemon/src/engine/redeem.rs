@@ -201,6 +201,7 @@ impl Engine {
                     .audit_integrity
                     .failed(&format!("mirrored run {}", outcome.run_id), &e);
             }
+            engine.announce_kept(&issued, &outcome);
             let _ = tx.send(Frame::End(end).encode()).await;
         });
         Ok(rx)

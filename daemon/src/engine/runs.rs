@@ -63,6 +63,17 @@ pub struct Outcome {
     pub detail: serde_json::Value,
     /// The effects were judged (clean or dirty): what learning may count.
     pub judged: Option<bool>,
+    /// A rolled-back run kept for the operator (`cmdgate runs show --diff`, `cmdgate apply`),
+    /// with its diff stat when the session is in background mode (the notification's).
+    pub kept: Option<Kept>,
+}
+
+/// A rolled-back run kept for an apply.
+#[derive(Debug, Clone)]
+pub struct Kept {
+    /// Unix seconds until which it is kept.
+    pub until_secs: u64,
+    pub stat: Option<commit::DiffStat>,
 }
 
 impl Runs {
@@ -183,6 +194,7 @@ impl Runs {
             ),
             detail: serde_json::json!({"status": "failed", "why": why}),
             judged: None,
+            kept: None,
         };
         if let Some(why) = &self.unavailable {
             return failed(String::new(), format!("mirror unavailable: {why}"));
@@ -283,6 +295,7 @@ impl Runs {
             message,
             detail: serde_json::Value::Null,
             judged,
+            kept: None,
         };
         // What the policy refuses besides the sandbox's judgement: a persistence file, `.claude/`
         // or another repository's config or hooks, at any depth (as for test-runs).
@@ -383,6 +396,16 @@ impl Runs {
                     outcome = failed(run_id.clone(), format!("the commit thread failed: {e}"));
                 }
             }
+        } else if outcome.status == RunStatus::RolledBack && self.config.keep_rolled_back_secs > 0 {
+            // Kept for the operator: `cmdgate runs show RUN --diff`, then `cmdgate apply RUN`.
+            outcome.kept = self.keep(finished.kept, issued.background).await;
+            if let Some(k) = &outcome.kept {
+                detail["kept_until"] = serde_json::json!(k.until_secs);
+                outcome.message.push_str(&format!(
+                    " The operator can review it (`cmdgate runs show {run_id} --diff`) and apply \
+                     it."
+                ));
+            }
         } else {
             let kept = finished.kept;
             // A discard that fails leaves a dir `recover` removes at the next start.
@@ -392,6 +415,45 @@ impl Runs {
         detail["effects"] = serde_json::to_value(&effects).unwrap_or_default();
         outcome.detail = detail;
         outcome
+    }
+}
+
+impl Runs {
+    /// Keeps a rolled-back run's upper dir for `keep_rolled_back_secs`, then bounds what all kept
+    /// runs hold (`keep_rolled_back_bytes`, oldest first; expired ones by `commit::prune`).
+    /// With `stat`, the diff stat for a notification. `None` when it could not be kept.
+    async fn keep(&self, kept: mirror::KeptUpper, stat: bool) -> Option<Kept> {
+        let ttl = Duration::from_secs(self.config.keep_rolled_back_secs);
+        let until_secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            + ttl.as_secs();
+        let run_id = kept.run_id().to_owned();
+        let state_dir = self.state_dir.clone();
+        let (bytes, limits) = (self.config.keep_rolled_back_bytes, self.journal);
+        let _one_at_a_time = self.undo_lock.lock().await;
+        tokio::task::spawn_blocking(move || {
+            if kept.keep_for(ttl).is_err() {
+                return None;
+            }
+            commit::prune(&state_dir, &limits);
+            let dropped = commit::prune_kept(&state_dir, bytes);
+            if dropped.contains(&run_id) {
+                return None;
+            }
+            let stat = stat.then(|| {
+                commit::run_diff(&state_dir, &run_id, crate::engine::apply::STAT_LIMITS)
+                    .ok()
+                    .map(|d| d.stat)
+            });
+            Some(Kept {
+                until_secs,
+                stat: stat.flatten(),
+            })
+        })
+        .await
+        .ok()
+        .flatten()
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Issued {
     pub tool_timeout_ms: Option<u64>,
     /// The decision's audit row.
     pub decision_id: i64,
+    /// The session is in background mode (asks go to the operator): a rolled-back run becomes
+    /// a notification.
+    pub background: bool,
 }
 
 /// Why a redemption was refused (each is audited).
@@ -285,6 +288,7 @@ mod tests {
             home: "/home/a".into(),
             tool_timeout_ms: None,
             decision_id: 0,
+            background: false,
         }
     }
 
