@@ -1,7 +1,7 @@
 //! Impact preview on a real-sized history (docs/benchmarks.md, "## Impact preview"): fills a temp
 //! store with 10,000 audited requests (a mix of reads, builds, tier-2 and tier-3 commands, other
 //! tools), then replays them through the pure policy under the starter map and a broadened map
-//! (`git commit *` and `cargo publish *` moved from ask to sandbox, `curl *` to read, `rm *` added
+//! (`git reset *` and `cargo publish *` moved from ask to sandbox, `curl *` to read, `rm *` added
 //! to deny) — reading the rows included — and prints the time and the differences.
 //!
 //! `cargo bench -p cmdgate-daemon --bench preview` (size via `CMDGATE_PREVIEW_BENCH_ROWS`).
@@ -16,7 +16,7 @@ use cmdgate_policy::tiermap::{self, Snapshot, VerifiedMap, STARTER_MAP};
 
 const COMMANDS: &[&str] = &[
     "git status",
-    "git commit -m 'fix: the parser'",
+    "git reset --soft HEAD~1",
     "cargo build --release",
     "cargo test -p api",
     "cargo publish --dry-run",
@@ -86,12 +86,12 @@ fn main() {
         tx.commit().unwrap();
     }
     let broadened = STARTER_MAP
-        .replace("- `git commit *`\n", "")
+        .replace("- `git reset *`\n", "")
         .replace("- `cargo publish *`\n", "")
         .replace("- `curl *`\n", "")
         .replace(
             "## Tier 1 — sandbox\n",
-            "## Tier 1 — sandbox\n\n- `git commit *`\n- `cargo publish *`\n\n",
+            "## Tier 1 — sandbox\n\n- `git reset *`\n- `cargo publish *`\n\n",
         )
         .replace("## Tier 0 — read\n", "## Tier 0 — read\n\n- `curl *`\n\n")
         .replace("## Tier 3 — deny\n", "## Tier 3 — deny\n\n- `rm *`\n\n");

@@ -33,8 +33,9 @@ fn claude(session: &Session, api: &FakeApi, label: &str) -> ClaudeRun {
     run
 }
 
-fn git_log(ws: &std::path::Path) -> String {
-    git(ws, &["log", "--format=%s"])
+/// The repository's local branches (a tier-2 `git push . HEAD:refs/heads/NAME` makes one).
+fn branches(ws: &std::path::Path) -> String {
+    git(ws, &["branch", "--list", "--format=%(refname:short)"])
 }
 
 fn screens() -> PathBuf {
@@ -141,7 +142,7 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
     assert!(!body.contains("access-control-allow"), "{body}");
 
     // 1. A held call of the real CLI appears without a reload and is approved with a note.
-    let commit = "git commit --allow-empty -qm approved-in-the-browser";
+    let commit = "git push -q . HEAD:refs/heads/approved-in-the-browser";
     let api = FakeApi::start(vec![Step::bash(commit)]);
     let run = std::thread::scope(|s| {
         let agent = s.spawn(|| claude(&session, &api, "commit once the operator agrees"));
@@ -162,7 +163,7 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
     });
     assert_eq!(run.denials(), 0, "{}", run.result);
     assert!(
-        git_log(&ws).contains("approved-in-the-browser"),
+        branches(&ws).contains("approved-in-the-browser"),
         "the call did not run"
     );
     let row = gate
@@ -175,7 +176,7 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
     assert_eq!(row["note"], "fine from the browser", "{row}");
 
     // 2. Reject and remember: the next identical call is denied by the rule, never held.
-    let refused = "git commit --allow-empty -qm never-from-the-agent";
+    let refused = "git push -q . HEAD:refs/heads/never-from-the-agent";
     let api = FakeApi::start(vec![Step::bash(refused)]);
     let run = std::thread::scope(|s| {
         let agent = s.spawn(|| claude(&session, &api, "commit that the operator refuses"));
@@ -203,7 +204,7 @@ fn the_console_answers_held_calls_of_the_real_cli_and_refuses_what_is_not_its_ow
         r.is_error && r.content.contains("no commits like this"),
         "{r:?}"
     );
-    assert!(!git_log(&ws).contains("never-from-the-agent"));
+    assert!(!branches(&ws).contains("never-from-the-agent"));
     assert_eq!(gate.cli_json(&["pending", "--json"]), serde_json::json!([]));
     let rules = gate.cli_json(&["rules", "list", "--json"]);
     let rule = rules["rules"]

@@ -17,7 +17,7 @@ use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
 /// A tier-2 command of the starter map: it needs a person.
-const ASKS: &str = "git commit --allow-empty -m x";
+const ASKS: &str = "git push -q origin HEAD:refs/heads/x";
 /// Rolled back after its run in the mirror (a dirty run), which weighs 2: with `threshold = 2`
 /// it trips the breaker.
 const DIRTY: &str = "rm tracked.txt";

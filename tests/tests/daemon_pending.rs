@@ -7,7 +7,7 @@ use cmdgate_tests::gate::Gate;
 use serde_json::{json, Value};
 
 /// A tier-2 command of the starter map: it needs a person.
-const ASKS: &str = "git commit --allow-empty -m approved";
+const ASKS: &str = "git push -q origin HEAD:refs/heads/approved";
 
 /// Waits (bounded) until `cmdgate pending` lists the request of `tool_use_id`; returns it.
 fn wait_pending(g: &Gate, tool_use_id: &str) -> Value {
@@ -60,7 +60,7 @@ fn a_pending_approval_answered_from_the_cli_unblocks_the_waiting_hook() {
     let p = wait_pending(&g, "bg-1");
     assert_eq!(p["command"], ASKS, "{p}");
     assert_eq!(p["rememberable"], true, "{p}");
-    assert!(p["reason"].as_str().unwrap().contains("git commit"), "{p}");
+    assert!(p["reason"].as_str().unwrap().contains("git push"), "{p}");
     let id = p["id"].as_i64().unwrap().to_string();
     let answered = g.cli_json(&["approve", &id, "--note", "ship it", "--json"]);
     assert_eq!(answered["decision"], "allow", "{answered}");
@@ -163,7 +163,7 @@ fn a_restart_denies_what_waits_and_never_resurrects_it_but_keeps_remembered_rule
     let rule = answered["rule"].as_i64().expect("a rule id");
     assert_eq!(waiting.join().unwrap().0, "allow");
     // Another one is waiting when the daemon stops: its hook gets a deny, not a hang.
-    let other = "git commit --allow-empty -m other";
+    let other = "git push -q origin HEAD:refs/heads/other";
     let waiting = g.spawn_pre("bg-k2", other, &[]);
     let stale = wait_pending(&g, "bg-k2")["id"].to_string();
     g.stop();

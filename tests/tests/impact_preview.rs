@@ -5,15 +5,15 @@
 use cmdgate_tests::gate::Gate;
 use serde_json::Value;
 
-/// The signed map with `git commit *` moved from ask (tier 2) to sandbox (tier 1).
+/// The signed map with `git push *` moved from ask (tier 2) to sandbox (tier 1).
 fn broadened(map: &str) -> String {
     let body: Vec<&str> = map
         .lines()
-        .filter(|l| !l.starts_with("<!-- cmdgate-signature") && *l != "- `git commit *`")
+        .filter(|l| !l.starts_with("<!-- cmdgate-signature") && *l != "- `git push *`")
         .collect();
     body.join("\n").replace(
         "## Tier 1 — sandbox\n",
-        "## Tier 1 — sandbox\n\n- `git commit *`\n\n",
+        "## Tier 1 — sandbox\n\n- `git push *`\n\n",
     ) + "\n"
 }
 
@@ -32,8 +32,8 @@ fn previews_replay_the_audit_and_sign_prints_the_expansion() {
     g.init_signed();
     g.start();
     for (id, cmd) in [
-        ("p1", "git commit -m one"),
-        ("p2", "git commit -m two"),
+        ("p1", "git push origin one"),
+        ("p2", "git push origin two"),
         ("p3", "cargo publish"),
     ] {
         let (d, reason) = g.pre(id, cmd);
@@ -56,11 +56,11 @@ fn previews_replay_the_audit_and_sign_prints_the_expansion() {
     assert_eq!(v["replayed"], 3, "{v}");
     assert_eq!(v["changed"], 2, "{v}");
     assert_eq!(v["more_permissive"], 2, "{v}");
-    let moved = group(&v, "`git commit *`");
+    let moved = group(&v, "`git push *`");
     assert_eq!(moved["from"], "ask");
     assert_eq!(moved["to"], "test_run");
     assert_eq!(moved["count"], 2);
-    assert_eq!(moved["examples"][0][1], "git commit -m one");
+    assert_eq!(moved["examples"][0][1], "git push origin one");
     let text = g.cli(&[
         "tiermap",
         "preview",
@@ -109,7 +109,7 @@ fn previews_replay_the_audit_and_sign_prints_the_expansion() {
     println!("{out}");
     assert!(out.contains("against the last map signed here"), "{out}");
     assert!(
-        out.contains("more permissive: `git commit *` tier 2 (ask) → tier 1 (sandbox)"),
+        out.contains("more permissive: `git push *` tier 2 (ask) → tier 1 (sandbox)"),
         "{out}"
     );
     assert!(
@@ -143,7 +143,7 @@ fn previews_replay_the_audit_and_sign_prints_the_expansion() {
     ]);
     assert_eq!(v["replayed"], 1, "{v}");
     // A new request after the cut is chained and verified like any other.
-    g.pre("p4", "git commit -m four");
+    g.pre("p4", "git push origin four");
     assert!(g.decision_row("p4").is_some());
     let verify = g.verify();
     assert!(verify["broken"].is_null(), "{verify}");

@@ -270,6 +270,15 @@ fn the_same_rollback_holds_in_every_permission_mode() {
     }
 }
 
+/// How many times a `git reset` ran in the workspace (each adds a reflog entry, even to where
+/// HEAD already is): the tier-2 command the background-mode test has a person approve.
+fn resets(w: &World) -> usize {
+    cmdgate_tests::claude::git(&w.session.workspace(), &["reflog", "--format=%gs"])
+        .lines()
+        .filter(|l| l.starts_with("reset: moving to HEAD"))
+        .count()
+}
+
 /// Waits (bounded) until `cmdgate pending` lists a request; returns it.
 fn wait_pending(gate: &Gate) -> Value {
     let started = std::time::Instant::now();
@@ -291,7 +300,7 @@ fn wait_pending(gate: &Gate) -> Value {
 fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it() {
     let mut w = World::with_config("[approvals]\nmode = \"background\"\n");
     // Tier 2 in the starter map: a person decides.
-    let commit = "git commit --allow-empty -qm approved-by-operator";
+    let commit = "git reset -q --soft HEAD";
     let api = FakeApi::start(vec![Step::bash(commit)]);
 
     // Claude Code waits inside its hook while the operator answers from another process.
@@ -316,10 +325,7 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
     assert_eq!(run.denials(), 0, "{}", run.result);
     let r = api.result_of(0).expect("a result for the commit");
     assert!(!r.is_error, "{r:?}");
-    assert!(
-        w.git_log().contains("approved-by-operator"),
-        "the approved command ran for real"
-    );
+    assert!(resets(&w) == 1, "the approved command ran for real");
     let row = w.row(0);
     assert_eq!(row["decision"], "allow", "{row}");
     assert_eq!(row["source"], "human", "{row}");
@@ -337,7 +343,7 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
     let row = w.row(0);
     assert_eq!(row["decision"], "allow", "{row}");
     assert_eq!(row["source"], "remembered", "{row}");
-    assert_eq!(w.git_log().matches("approved-by-operator").count(), 2);
+    assert_eq!(resets(&w), 2, "the remembered command ran again");
 
     // Nobody answers this one: denied at the (short) deadline, and the model is told why.
     w.gate.stop();
@@ -348,7 +354,7 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
     .unwrap();
     w.gate.start();
     let api = FakeApi::start(vec![Step::bash(
-        "git commit --allow-empty -qm never-answered",
+        "git push -q . HEAD:refs/heads/never-answered",
     )]);
     let run = w.claude(&api, "commit without an answer", &[]);
     assert_eq!(run.denials(), 1, "{}", run.result);
@@ -356,7 +362,10 @@ fn background_mode_holds_an_ask_for_the_operator_who_approves_and_remembers_it()
         .result_of(0)
         .expect("a result for the unanswered commit");
     assert!(r.is_error && r.content.contains("nobody answered"), "{r:?}");
-    assert!(!w.git_log().contains("never-answered"));
+    assert!(
+        !cmdgate_tests::claude::git(&w.session.workspace(), &["branch", "--list"])
+            .contains("never-answered")
+    );
     let row = w.row(0);
     assert_eq!(row["decision"], "deny", "{row}");
     assert_eq!(row["source"], "fail_closed", "{row}");

@@ -32,9 +32,12 @@ fn world(fake: &FakeReviewer, extra: &str) -> (Gate, Session) {
     (w.gate, w.session)
 }
 
-fn commits(session: &Session) -> usize {
-    git(&session.workspace(), &["log", "--oneline"])
+/// One more than the times a `git reset` ran (the tier-2 command the reviewer is asked about;
+/// each run adds a reflog entry, even to where HEAD already is).
+fn resets(session: &Session) -> usize {
+    1 + git(&session.workspace(), &["reflog", "--format=%gs"])
         .lines()
+        .filter(|l| l.starts_with("reset: moving to HEAD"))
         .count()
 }
 
@@ -45,7 +48,7 @@ fn a_tier2_command_allowed_once_runs_and_the_next_call_is_asked_again() {
         vec![KEY.into()],
     );
     let (gate, session) = world(&fake, "");
-    let cmd = "git commit --allow-empty -m reviewed";
+    let cmd = "git reset -q --soft HEAD";
     let api = FakeApi::start(vec![Step::bash(cmd), Step::bash(cmd)]);
     let run = session.run(&api, PROMPT);
     println!("tool results:\n{}", api.transcript());
@@ -56,7 +59,7 @@ fn a_tier2_command_allowed_once_runs_and_the_next_call_is_asked_again() {
             .unwrap_or_else(|| panic!("no result for turn {turn}"));
         assert!(!r.is_error, "turn {turn}: {}", r.content);
     }
-    assert_eq!(commits(&session), 3, "both commits ran");
+    assert_eq!(resets(&session), 3, "both commits ran");
     // Each call was a question of its own: allow-once made no rule.
     let questions = fake.received();
     assert_eq!(questions.len(), 2, "asked again for the second call");
@@ -89,7 +92,7 @@ fn a_reviewer_ask_is_claude_codes_prompt_interactively() {
         vec![KEY.into()],
     );
     let (_gate, session) = world(&fake, "");
-    let api = FakeApi::start(vec![Step::bash("git commit --allow-empty -m nope")]);
+    let api = FakeApi::start(vec![Step::bash("git reset -q --soft HEAD~0")]);
     let run = session.run(&api, "tidy up");
     assert!(run.done.status.success(), "{}", run.done.stderr_text());
     let r = api.result_of(0).expect("a result");
@@ -99,7 +102,7 @@ fn a_reviewer_ask_is_claude_codes_prompt_interactively() {
         "{}",
         r.content
     );
-    assert_eq!(commits(&session), 1, "nothing ran");
+    assert_eq!(resets(&session), 1, "nothing ran");
     let denials = run.result["permission_denials"]
         .as_array()
         .map_or(0, Vec::len);
@@ -121,7 +124,7 @@ fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_read
         "[approvals]\nmode = \"background\"\nwait_ms = 120000\n",
     );
     session.set_env("CMDGATE_HOOK_DEADLINE_MS", "150000");
-    let cmd = "git commit --allow-empty -m approved";
+    let cmd = "git reset -q --soft HEAD";
     let api = FakeApi::start(vec![Step::bash(cmd), Step::Text("ok".into())]);
     let note = "NOTE-7f3a: commits are fine on this branch";
     let approver = std::thread::spawn({
@@ -172,7 +175,7 @@ fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_read
     println!("tool results:\n{}", api.transcript());
     assert!(run.done.status.success(), "{}", run.done.stderr_text());
     assert!(!api.result_of(0).unwrap().is_error);
-    assert_eq!(commits(&session), 2, "the approved commit ran");
+    assert_eq!(resets(&session), 2, "the approved commit ran");
     // The note reached the model in the request after the call (as the hook's additionalContext).
     let later = api.requests();
     let last = later.last().unwrap().to_string();

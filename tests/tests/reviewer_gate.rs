@@ -14,7 +14,7 @@ use cmdgate_tests::gate::Gate;
 use serde_json::{json, Value};
 
 /// A tier-2 command of the starter map.
-const ASKS: &str = "git commit --allow-empty -m reviewed";
+const ASKS: &str = "git push -q origin HEAD:refs/heads/reviewed";
 const KEY: &str = "fake-key-8d1e";
 const SECRET: &str = "AKIAIOSFODNN7EXAMPLE";
 
@@ -116,7 +116,9 @@ fn allow_once_runs_that_call_and_makes_no_rule() {
     // What the model saw: the user's own turn, the call, its classification; quoted.
     let seen = &fake.received()[0];
     assert!(seen.text.contains("please commit what we have"));
-    assert!(seen.text.contains("git commit --allow-empty -m reviewed"));
+    assert!(seen
+        .text
+        .contains("git push -q origin HEAD:refs/heads/reviewed"));
     assert!(seen.text.contains("tier 2"), "{}", seen.text);
     assert_eq!(seen.header("x-api-key"), Some(KEY));
     // No rule: the same command in a new call goes to the reviewer again.
@@ -284,11 +286,8 @@ fn a_changed_tier_map_between_question_and_answer_is_rechecked() {
     let sign = Mutex::new(sign);
     *resign.lock().unwrap() = Some(Box::new(move || {
         let text = std::fs::read_to_string(&map).unwrap();
-        let text = text.replace(
-            "## Tier 3 — deny\n",
-            "## Tier 3 — deny\n\n- `git commit *`\n",
-        );
-        let text = text.replace("- `git commit *`\n- `git rebase *`", "- `git rebase *`");
+        let text = text.replace("## Tier 3 — deny\n", "## Tier 3 — deny\n\n- `git push *`\n");
+        let text = text.replace("- `git push *`\n- `git reset *`", "- `git reset *`");
         std::fs::write(&map, text).unwrap();
         let out = sign.lock().unwrap().output().unwrap();
         assert!(
@@ -317,7 +316,7 @@ fn a_subagents_call_shows_the_parent_sessions_rules() {
     // A person approves one call of the session with a note (the reviewer is off for it).
     let waiting = g.spawn_pre(
         "rv-parent",
-        "git commit --allow-empty -m parent",
+        "git push -q origin HEAD:refs/heads/parent",
         &[("CMDGATE_REVIEWER", "off")],
     );
     let started = Instant::now();

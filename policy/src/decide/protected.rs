@@ -66,14 +66,110 @@ pub fn git_only(analysis: &Analysis) -> bool {
         })
         && script.commands.iter().all(|c| {
             c.wrappers.is_empty()
-                && !c.env.iter().any(|a| a.name == "PATH")
                 && match c.argv.first() {
-                    Some(Word::Static(w)) if is_git(w) => true,
+                    Some(Word::Static(w)) if is_git(w) => {
+                        c.env.iter().all(harmless_git_env) && runs_no_code_of_its_own(&c.argv)
+                    }
                     // `cd` changes where git runs, nothing else.
-                    Some(Word::Static(w)) if w == "cd" => c.redirects.is_empty(),
+                    Some(Word::Static(w)) if w == "cd" => {
+                        c.redirects.is_empty() && c.env.is_empty()
+                    }
                     _ => false,
                 }
         })
+}
+
+/// An environment prefix of a git command that neither runs code nor moves git elsewhere: the
+/// identity and dates of a commit, locale, and an editor that does nothing (`GIT_EDITOR=true`).
+/// `GIT_DIR`, `GIT_CONFIG_*`, `GIT_SSH_COMMAND`, `GIT_EXTERNAL_DIFF`, `PAGER`, `HOME`,
+/// `XDG_CONFIG_HOME` (where the user's git config is read), `PATH`, … are not.
+fn harmless_git_env(a: &crate::shell::Assignment) -> bool {
+    const IDENTITY: &[&str] = &[
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_AUTHOR_DATE",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "GIT_COMMITTER_DATE",
+        "GIT_MERGE_AUTOEDIT",
+        "GIT_TERMINAL_PROMPT",
+        "LANG",
+        "LC_ALL",
+        "TZ",
+    ];
+    const EDITORS: &[&str] = &["GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "EDITOR", "VISUAL"];
+    IDENTITY.contains(&a.name.as_str())
+        || EDITORS.contains(&a.name.as_str())
+            && matches!(&a.value, Word::Static(v) if v == "true" || v == ":")
+}
+
+/// git without an option that makes it run a program of the command's choosing or read another
+/// configuration: the global `-c`, `--config-env`, `--exec-path`, `--git-dir`, `--work-tree`;
+/// `rebase --exec`/`-x`; `--upload-pack`/`--receive-pack`/`--exec` of the transports; and
+/// subcommands that exist to run commands (`bisect run`, `submodule foreach`, `filter-branch`,
+/// `difftool`, `mergetool`, …). Such a git still runs in the mirror — its writes under `.git/`
+/// are then judged like anyone's (protected), not as git's bookkeeping.
+fn runs_no_code_of_its_own(argv: &[Word]) -> bool {
+    const RUNNERS: &[&str] = &[
+        "bisect",
+        "submodule",
+        "filter-branch",
+        "difftool",
+        "mergetool",
+        "daemon",
+        "instaweb",
+        "send-email",
+        "credential",
+        "config",
+        "var",
+        "help",
+        "web--browse",
+    ];
+    let mut words = argv.iter().skip(1);
+    // Global options before the subcommand; only `-C DIR` and harmless flags pass.
+    let sub = loop {
+        match words.next() {
+            Some(Word::Static(w)) if w == "-C" => {
+                if !matches!(words.next(), Some(Word::Static(_))) {
+                    return false;
+                }
+            }
+            Some(Word::Static(w)) if w.starts_with('-') => {
+                let flag = w.split('=').next().unwrap_or(w);
+                if !["--no-pager", "--no-replace-objects", "--literal-pathspecs"].contains(&flag) {
+                    return false;
+                }
+            }
+            Some(Word::Static(w)) => break w.as_str(),
+            _ => return false,
+        }
+    };
+    if RUNNERS.contains(&sub) {
+        return false;
+    }
+    let refused = |w: &str| -> bool {
+        let name = w.split('=').next().unwrap_or(w);
+        match sub {
+            // `-x CMD`, `-xCMD`, or a cluster of short options holding `x` (`-ix CMD`).
+            "rebase" => {
+                name == "--exec" || (!w.starts_with("--") && w.starts_with('-') && w.contains('x'))
+            }
+            "push" => name == "--receive-pack" || name == "--exec",
+            "archive" => name == "--exec" || name == "--remote",
+            "fetch" | "pull" | "clone" | "ls-remote" => {
+                name == "--upload-pack" || (sub != "fetch" && sub != "pull" && w == "-u")
+            }
+            _ => false,
+        }
+    };
+    words.all(|w| match w {
+        Word::Static(w) => !refused(w),
+        // An unknown word could be any of the options above.
+        Word::Dynamic(_) => !matches!(
+            sub,
+            "rebase" | "push" | "archive" | "fetch" | "pull" | "clone" | "ls-remote"
+        ),
+    })
 }
 
 /// How a mirrored run touched a workspace path.
@@ -127,6 +223,11 @@ mod tests {
             "GIT_EDITOR=true git rebase main",
             "cd sub && git restore --staged f",
             "git merge --ff-only topic",
+            "git -C sub --no-pager commit -m x",
+            "GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b git commit -m x",
+            "git add -u && git commit -m \"$MSG\"",
+            "git fetch -u . topic:topic",
+            "git tag v1 && git stash && git checkout -b topic",
         ] {
             assert!(git_only(&analyze(cmd, &Limits::default())), "{cmd}");
         }
@@ -138,6 +239,30 @@ mod tests {
             "echo x > .git/refs/heads/main",
             "gitx status",
             "/tmp/evil/git status",
+            // git made to run the command's own program, or to read another configuration.
+            "git -c core.fsmonitor='python3 evil.py' status",
+            "git -c alias.x='!rm -rf .' x",
+            "git --config-env=core.hooksPath=H commit -m x",
+            "git --exec-path=./bin commit -m x",
+            "git --git-dir=../other/.git commit -m x",
+            "git rebase --exec 'python3 evil.py' main",
+            "git rebase -x make main",
+            "git rebase -xmake main",
+            "git rebase -ix make main",
+            "git fetch --upload-pack='sh evil.sh' .",
+            "git clone -u 'sh evil.sh' . copy",
+            "git push --receive-pack=./evil .",
+            "git bisect run ./evil.sh",
+            "git submodule foreach ./evil.sh",
+            "git filter-branch --tree-filter ./evil.sh",
+            "git difftool -x ./evil.sh",
+            "GIT_EXTERNAL_DIFF=./evil.sh git diff",
+            "GIT_SSH_COMMAND=./evil.sh git fetch",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.hooksPath GIT_CONFIG_VALUE_0=h git commit",
+            "GIT_EDITOR=./evil.sh git commit",
+            "HOME=. git commit -m x",
+            "XDG_CONFIG_HOME=. git commit -m x",
+            "git rebase \"$X\" main",
             "PATH=./bin:$PATH git status",
             "cd sub",
             "",

@@ -57,13 +57,26 @@ under version control, for formatters).
 - `go build *` — timeout=10m, write=~/.cache/go-build, write=~/go/pkg/mod
 - `go test *` — timeout=10m, write=~/.cache/go-build, write=~/go/pkg/mod
 
+Local git work: git's bookkeeping under `.git/` (index, objects, refs, logs) is committed when git
+itself is the command; `.git/config`, `.git/hooks/` and `.git/info/` never are. Changes git makes
+to tracked files (a stash, a merge, a rebase) need `edit-tracked` and can be undone
+(`cmdgate undo`). `git push` stays a person's decision below.
+
+- `git add *`
+- `git commit *`
+- `git restore --staged *`
+- `git switch -c *`
+- `git checkout -b *`
+- `git tag *`
+- `git stash *` — edit-tracked
+- `git merge *` — edit-tracked
+- `git rebase *` — edit-tracked
+
 ## Tier 2 — ask
 
 A person decides: Claude Code's prompt when interactive, a pending approval in the background.
 
 - `git push *`
-- `git commit *`
-- `git rebase *`
 - `git reset *`
 - `cargo install *`
 - `cargo add *`
