@@ -275,10 +275,32 @@ fn hatch_keeps(step: &Step) -> bool {
     }
 }
 
+/// A tier-1/unknown command (not `direct`) where no mirrored run can happen: refused, never
+/// asked (an approved ask would be a bare host run of what may be the agent's own code) and
+/// never test-run into an allow (the run on the host would not be the run judged).
+fn no_mirror(plan: &decide::TestRunPlan, why: &str) -> Decision {
+    let rule = (!plan.rules.is_empty()).then(|| plan.rules.join(", "));
+    Decision::Deny(decide::Evidence {
+        source: Source::Sandbox,
+        rule,
+        revision: plan.revision,
+        reason: format!(
+            "`{}` may only run in cmdgate's mirror, and no mirrored run can happen here ({why}); \
+             nothing ran. Tell the user: the daemon needs root for mirrored runs, or the operator \
+             can mark the tier-map entry `direct` (test-run, then run on the host) for commands \
+             that need it",
+            plan.command
+        ),
+    })
+}
+
 /// Step 7: the breaker signal a decision sends (a dirty test-run, a denial, a clean test-run).
+/// A sandbox refusal without a run (no mirror here, no ticket) is the daemon's condition, not the
+/// agent's conduct: no signal.
 fn breaker_signal(decision: &Decision, learn: &Option<(String, LearnEvent)>) -> Option<Signal> {
     match (decision, learn) {
         (_, Some((_, LearnEvent::DirtyTestRun(_)))) => Some(Signal::DirtyTestRun),
+        (Decision::Deny(e), None) if e.source == Source::Sandbox => None,
         (Decision::Deny(_), _) => Some(Signal::Denial),
         (_, Some((_, LearnEvent::CleanTestRun(_)))) => Some(Signal::Success),
         _ => None,
@@ -594,13 +616,24 @@ impl Engine {
             }
             Step::TestRun(plan) => plan,
         };
-        // The run is the test-run: unless the entry keeps the older form (`direct`) or no mirror
-        // can be built here (then the test-run below fails into ask), the command runs once, in
-        // the mirror, through the client.
-        if !plan.options.direct && self.runs.unavailable().is_none() {
-            return self
-                .issue(plan, ticket_request, place, home, snapshot, entry)
-                .await;
+        // The run is the test-run: unless the entry keeps the older form (`direct`), the command
+        // runs once, in the mirror, through the client. Where no mirrored run can happen (a
+        // daemon that is not root), it is refused: a test-run here would be followed by a run on
+        // the host of code the agent can change (the sandbox-detection hole), and an ask a
+        // person approved would be that same bare host run.
+        if !plan.options.direct {
+            return match self.runs.unavailable() {
+                None => {
+                    self.issue(plan, ticket_request, place, home, snapshot, entry)
+                        .await
+                }
+                Some(why) => Outcome {
+                    decision: no_mirror(&plan, why),
+                    learn: None,
+                    classified: None,
+                    run: None,
+                },
+            };
         }
         let peer = ticket_request.peer;
         let target = Target {
@@ -690,10 +723,11 @@ impl Engine {
             reason,
         };
         let Some(ticket) = ticket else {
+            // Never an ask: a person's approval would run it on the host, outside the mirror.
             return Outcome {
-                decision: Decision::Ask(ev(format!(
-                    "`{}` would run in cmdgate's mirror, but no run ticket could be issued (too \
-                     many waiting, or no randomness); a person must decide",
+                decision: Decision::Deny(ev(format!(
+                    "`{}` runs only in cmdgate's mirror, but no run ticket could be issued (too \
+                     many waiting, or no randomness); nothing ran. Retry in a moment",
                     plan.command
                 ))),
                 learn: None,
@@ -915,4 +949,42 @@ fn agent_home(uid: u32) -> String {
         .map(|u| u.dir.to_string_lossy().into_owned())
         .or_else(|| std::env::var("HOME").ok())
         .unwrap_or_else(|| "/".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> decide::TestRunPlan {
+        decide::TestRunPlan {
+            command: "./build.sh".into(),
+            key: "./build.sh".into(),
+            options: Default::default(),
+            why: "unknown command".into(),
+            rules: vec!["tier 1: ./build.sh".into()],
+            revision: Some(3),
+        }
+    }
+
+    #[test]
+    fn without_a_mirror_a_routed_command_is_refused_never_asked_and_costs_no_breaker_signal() {
+        let d = no_mirror(&plan(), "the daemon is not root");
+        let Decision::Deny(e) = &d else {
+            panic!("{d:?} must be a deny: an approved ask would run it on the host");
+        };
+        assert_eq!(e.source, Source::Sandbox);
+        assert!(e.reason.contains("the daemon is not root"), "{}", e.reason);
+        assert!(e.reason.contains("nothing ran"), "{}", e.reason);
+        assert_eq!(breaker_signal(&d, &None), None);
+        // A dirty test-run is still a signal, and any other deny too.
+        let dirty = Some(("k".to_owned(), LearnEvent::DirtyTestRun(0)));
+        assert_eq!(breaker_signal(&d, &dirty), Some(Signal::DirtyTestRun));
+        let tier = Decision::Deny(decide::Evidence {
+            source: Source::TierMap,
+            rule: None,
+            revision: None,
+            reason: String::new(),
+        });
+        assert_eq!(breaker_signal(&tier, &None), Some(Signal::Denial));
+    }
 }

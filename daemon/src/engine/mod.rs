@@ -223,6 +223,9 @@ impl Engine {
             config.sandbox.max_concurrent.max(MIN_CONCURRENT_RUNS),
         )
         .scoped(scope.clone());
+        if let Some(why) = runs.unavailable() {
+            eprintln!("cmdgated: mirrored runs unavailable: {why}; tier-1 and unknown commands that are not `direct` will be denied");
+        }
         if runs.unavailable().is_none() {
             let state = paths.sandbox_state.clone();
             let report =
@@ -234,7 +237,7 @@ impl Engine {
         let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone())
             .scoped(scope);
         if let Some(why) = testruns.unavailable() {
-            eprintln!("cmdgated: test-runs unavailable: {why}; tier 1 and unknown commands will be asked, never allowed");
+            eprintln!("cmdgated: test-runs unavailable: {why}; tier-1 and unknown commands of `direct` entries will be asked, never allowed");
         }
         // Publish the accepted revisions before serving, so the hook's replay check is right
         // from the first call.
