@@ -143,12 +143,38 @@ fn overlays_for(
             trees.push((Area::Home, home.clone()));
         }
     }
+    let system = |p: &Path| {
+        ["/tmp", "/run", "/dev", "/proc", "/sys"]
+            .iter()
+            .any(|s| p.starts_with(s))
+    };
+    // A mirrored run's kept `write=` trees: their own overlays even inside $HOME (mounted over
+    // it), since they are committed and $HOME's other writes are not. Never the workspace's,
+    // never around it.
+    let kept: Vec<&Path> = mirror.map_or(Vec::new(), |m| {
+        m.extra.iter().map(|k| k.target.as_path()).collect()
+    });
+    for target in &kept {
+        if !target.is_absolute()
+            || !target.is_dir()
+            || system(target)
+            || target.starts_with(ws)
+            || ws.starts_with(target)
+            || trees
+                .iter()
+                .any(|(a, t)| *a == Area::Extra && (t.starts_with(target) || target.starts_with(t)))
+        {
+            return Err(HelperError::Invalid(format!(
+                "kept write= path {} must be an existing directory apart from the workspace, \
+                 the system trees and the other kept paths",
+                target.display()
+            )));
+        }
+        trees.push((Area::Extra, target.to_path_buf()));
+    }
     for extra in &cfg.extra_writable {
         let covered = trees.iter().any(|(_, t)| extra.starts_with(t));
-        let system = ["/tmp", "/run", "/dev", "/proc", "/sys"]
-            .iter()
-            .any(|s| extra.starts_with(s));
-        if extra.is_absolute() && extra.is_dir() && !covered && !system {
+        if extra.is_absolute() && extra.is_dir() && !covered && !system(extra) {
             trees.push((Area::Extra, extra.clone()));
         }
     }
@@ -160,8 +186,10 @@ fn overlays_for(
         .map(|(i, (area, target))| {
             // A mirrored run keeps the workspace's upper dir on the workspace's own mount, so
             // the commit is a rename per entry (O(files), not O(bytes)).
-            let (upper, work) = match (area, mirror) {
-                (Area::Workspace, Some(m)) => (m.keep.join("upper"), m.keep.join("work")),
+            let kept = mirror.and_then(|m| m.extra.iter().find(|k| k.target == target));
+            let (upper, work) = match (area, mirror, kept) {
+                (Area::Workspace, Some(m), _) => (m.keep.join("upper"), m.keep.join("work")),
+                (Area::Extra, _, Some(k)) => (k.keep.join("upper"), k.keep.join("work")),
                 _ => (
                     scratch.join(format!("upper{i}")),
                     scratch.join(format!("work{i}")),
@@ -350,7 +378,10 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
         }
     };
     let started = coarse_now();
-    let upper_guard = mirror.map(|m| UpperGuard::new(&m.keep, m.upper_bytes));
+    let upper_guard = mirror.map(|m| {
+        let dirs = std::iter::once(&m.keep).chain(m.extra.iter().map(|k| &k.keep));
+        UpperGuard::new(dirs, m.upper_bytes)
+    });
 
     // The next child is pid 1 of a new pid namespace: when it dies, every process of the run does.
     nix::sched::unshare(CloneFlags::CLONE_NEWPID)
@@ -702,20 +733,22 @@ pub fn coarse_now() -> [i64; 2] {
     [ts.tv_sec, ts.tv_nsec]
 }
 
-/// Watches the workspace filesystem while a mirrored run writes its upper dir there.
+/// Watches the filesystems of a mirrored run's kept upper dirs (the workspace's, and each kept
+/// `write=` path's) while the run writes there.
 struct UpperGuard {
-    dir: PathBuf,
-    baseline_free: u64,
+    /// Each kept dir with the free bytes of its filesystem before the run.
+    dirs: Vec<(PathBuf, u64)>,
     limit: u64,
 }
 
 impl UpperGuard {
     const PERIOD_MS: i32 = 250;
 
-    fn new(dir: &Path, limit: u64) -> UpperGuard {
+    fn new<'a>(dirs: impl Iterator<Item = &'a PathBuf>, limit: u64) -> UpperGuard {
         UpperGuard {
-            dir: dir.to_path_buf(),
-            baseline_free: Self::free(dir).map_or(0, |(free, _)| free),
+            dirs: dirs
+                .map(|d| (d.clone(), Self::free(d).map_or(0, |(free, _)| free)))
+                .collect(),
             limit,
         }
     }
@@ -735,8 +768,14 @@ impl UpperGuard {
     /// A `LimitHit` once the run used more than its limit, or its own writes brought the
     /// filesystem below the floor.
     fn check(&self) -> Option<Effect> {
-        let (free, total) = Self::free(&self.dir)?;
-        let used = self.baseline_free.saturating_sub(free);
+        self.dirs
+            .iter()
+            .find_map(|(dir, baseline)| self.check_one(dir, *baseline))
+    }
+
+    fn check_one(&self, dir: &Path, baseline_free: u64) -> Option<Effect> {
+        let (free, total) = Self::free(dir)?;
+        let used = baseline_free.saturating_sub(free);
         let floor = Self::FLOOR_BYTES.min(total / 100);
         if used > self.limit || (used > 0 && free < floor) {
             return Some(Effect::LimitHit {

@@ -15,7 +15,7 @@
 
 use crate::config::RunConfig;
 use crate::model::{Area, Effect, TestRun};
-use crate::protocol::{HelperReply, HelperRequest, MirrorSpec, ParentMessage};
+use crate::protocol::{HelperReply, HelperRequest, KeptTree, MirrorSpec, ParentMessage};
 use crate::run::{judge, prepare_with_output, Prepared, SandboxError};
 use crate::store::{self, Store};
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,8 @@ pub struct MirrorRun {
     stderr: Option<std::fs::File>,
     config: RunConfig,
     store: Store,
+    /// The kept `write=` trees.
+    extra: Vec<KeptTree>,
     waited: bool,
 }
 
@@ -74,6 +76,9 @@ impl Drop for MirrorRun {
             self.killer().kill();
             self.prepared.finish();
             let _ = remove_tree(&self.store.runs().join(&self.prepared.run_id));
+            for k in &self.extra {
+                let _ = remove_tree(&k.keep);
+            }
         }
     }
 }
@@ -113,6 +118,17 @@ impl Finished {
             .iter()
             .filter(|e| e.location().is_some_and(|(a, _)| a == Area::Scratch))
     }
+
+    /// Every write a commit leaves behind (tell the agent): the scratch trees, `$HOME` outside
+    /// the kept `write=` trees, and a `write=` path that could not be kept (a symbolic link on
+    /// the way, no place on its mount) — only the workspace and the kept trees are committed.
+    pub fn uncommitted_writes(&self) -> impl Iterator<Item = &Effect> {
+        self.run.effects.iter().filter(|e| match e.location() {
+            Some((Area::Scratch | Area::Home, _)) => true,
+            Some((Area::Extra, p)) => !self.kept.kept_writes().any(|k| p.starts_with(k)),
+            _ => false,
+        })
+    }
 }
 
 /// What `runs/<id>/meta.json` records about a kept upper dir.
@@ -125,6 +141,9 @@ pub(crate) struct Meta {
     pub killed: bool,
     /// Unix seconds until which a rolled-back run is kept for a later apply (`keep_for`).
     pub keep_until: Option<u64>,
+    /// The kept `write=` trees (committed with the workspace).
+    #[serde(default)]
+    pub extra: Vec<KeptTree>,
 }
 
 /// The kept upper dir of a finished mirrored run. Dropping it unused discards it.
@@ -160,16 +179,40 @@ impl KeptUpper {
     pub fn upper(&self) -> PathBuf {
         self.dir().join("upper")
     }
-    /// Remove the upper dir (rollback). O(files).
+    /// The `write=` paths mirrored for a commit (canonical host directories): their effects
+    /// are committed with the workspace's. Writes elsewhere outside the workspace are not.
+    pub fn kept_writes(&self) -> impl Iterator<Item = &Path> {
+        self.meta.extra.iter().map(|k| k.target.as_path())
+    }
+    /// Every dir this run keeps: the workspace's, then each `write=` tree's.
+    pub(crate) fn dirs(&self) -> Vec<PathBuf> {
+        std::iter::once(self.dir())
+            .chain(self.meta.extra.iter().map(|k| k.keep.clone()))
+            .collect()
+    }
+    /// Remove the kept dirs.
+    pub(crate) fn remove(&self) -> std::io::Result<()> {
+        let mut first = Ok(());
+        for d in self.dirs() {
+            if let (Err(e), Ok(())) = (remove_tree(&d), &first) {
+                first = Err(e);
+            }
+        }
+        first
+    }
+    /// Remove the upper dirs (rollback). O(files).
     pub fn discard(mut self) -> std::io::Result<()> {
         self.done = true;
-        remove_tree(&self.dir())
+        self.remove()
     }
-    /// Keep the upper dir for `ttl` (an operator may apply it later; [`load_kept`]); pruned by
+    /// Keep the upper dirs for `ttl` (an operator may apply it later; [`load_kept`]); pruned by
     /// `commit::prune` after that.
     pub fn keep_for(mut self, ttl: Duration) -> std::io::Result<()> {
         self.meta.keep_until = Some(unix_now() + ttl.as_secs());
-        write_meta(&self.dir(), &self.meta)?;
+        // Each `write=` tree's dir carries the same record, so recovery keeps it too.
+        for d in self.dirs() {
+            write_meta(&d, &self.meta)?;
+        }
         self.done = true;
         Ok(())
     }
@@ -178,9 +221,44 @@ impl KeptUpper {
 impl Drop for KeptUpper {
     fn drop(&mut self) {
         if !self.done {
-            let _ = remove_tree(&self.dir());
+            let _ = self.remove();
         }
     }
+}
+
+/// The `write=` paths of `config` a mirrored run keeps for its commit, canonical: existing
+/// directories with no symbolic link below `$HOME` (or anywhere, outside it: a link the agent
+/// planted would aim the commit elsewhere), apart from the workspace and the system trees,
+/// none inside another. The others keep today's treatment (a scratch overlay, never committed).
+fn kept_writes(config: &RunConfig) -> Vec<PathBuf> {
+    let home = config.home.as_deref();
+    let mut out: Vec<PathBuf> = Vec::new();
+    let mut paths = config.extra_writable.clone();
+    paths.sort_by_key(|p| p.components().count());
+    for p in paths {
+        let Ok(real) = p.canonicalize() else {
+            continue;
+        };
+        let expected = match home.and_then(|h| p.strip_prefix(h).ok().map(|r| (h, r))) {
+            Some((h, rel)) => h.canonicalize().map(|h| h.join(rel)).ok(),
+            None => Some(p.clone()),
+        };
+        let system = ["/tmp", "/run", "/dev", "/proc", "/sys", "/"]
+            .iter()
+            .any(|s| real == Path::new(s) || (*s != "/" && real.starts_with(s)));
+        let ws = &config.workspace;
+        if expected.as_ref() != Some(&real)
+            || !real.is_dir()
+            || system
+            || real.starts_with(ws)
+            || ws.starts_with(&real)
+            || out.iter().any(|o| real.starts_with(o))
+        {
+            continue;
+        }
+        out.push(real);
+    }
+    out
 }
 
 pub(crate) fn unix_now() -> u64 {
@@ -240,6 +318,40 @@ fn pipe() -> Result<(OwnedFd, OwnedFd), SandboxError> {
         .map_err(|e| SandboxError::Helper("output pipe".into(), e.into()))
 }
 
+/// The stores of the kept `write=` trees (each on its own mount, outside it).
+fn extra_stores(config: &RunConfig) -> Vec<(PathBuf, Store)> {
+    kept_writes(config)
+        .into_iter()
+        // No place on its mount: it stays a scratch overlay (never committed).
+        .filter_map(|t| {
+            let s = store::for_workspace(&t, &config.state_dir).ok()?;
+            Some((t, s))
+        })
+        .collect()
+}
+
+/// Make `runs/<run id>-w<n>` in each kept `write=` tree's store.
+fn keep_extra(stores: &[(PathBuf, Store)], run_id: &str) -> Result<Vec<KeptTree>, SandboxError> {
+    let mut out: Vec<KeptTree> = Vec::new();
+    for (n, (target, s)) in stores.iter().enumerate() {
+        let keep = s.runs().join(format!("{run_id}-w{n}"));
+        if let Err(e) = std::fs::create_dir(&keep) {
+            for k in &out {
+                let _ = remove_tree(&k.keep);
+            }
+            return Err(SandboxError::Config(format!(
+                "kept upper dir {}: {e}",
+                keep.display()
+            )));
+        }
+        out.push(KeptTree {
+            target: target.clone(),
+            keep,
+        });
+    }
+    Ok(out)
+}
+
 /// Start `cmd` in a mirror of `config.workspace` (the helper is running it when this returns).
 /// `config.limits.scratch_bytes` bounds /tmp and $HOME writes; `config.limits.upper_bytes` the
 /// workspace's upper dir.
@@ -260,9 +372,18 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
     config.env = filter_env(&cmd.env);
     let store = store::for_workspace(&config.workspace, &config.state_dir)
         .map_err(|e| SandboxError::Config(e.to_string()))?;
+    let extra_stores = extra_stores(&config);
     // Other runs' upper dirs and the journal's pre-images are never readable from inside.
-    if !config.masks.contains(&store.root) {
-        config.masks.push(store.root.clone());
+    for root in std::iter::once(&store.root).chain(extra_stores.iter().map(|(_, s)| &s.root)) {
+        if !config.masks.contains(root) {
+            config.masks.push(root.clone());
+        }
+    }
+    // The verdict and the helper see each kept tree as the canonical path it mounts.
+    for (target, _) in &extra_stores {
+        if !config.extra_writable.contains(target) {
+            config.extra_writable.push(target.clone());
+        }
     }
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -272,6 +393,13 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
     let keep = store.runs().join(&run_id);
     std::fs::create_dir(&keep)
         .map_err(|e| SandboxError::Config(format!("kept upper dir {}: {e}", keep.display())))?;
+    let extra = match keep_extra(&extra_stores, &run_id) {
+        Ok(extra) => extra,
+        Err(e) => {
+            let _ = remove_tree(&keep);
+            return Err(e);
+        }
+    };
     let request = HelperRequest {
         run_id,
         command: cmd.command.clone(),
@@ -280,10 +408,16 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
             keep,
             cwd: cmd.cwd.clone(),
             upper_bytes: config.limits.upper_bytes,
+            extra: extra.clone(),
         }),
     };
+    let dirs = std::iter::once(store.runs().join(&prepared.run_id))
+        .chain(extra.iter().map(|k| k.keep.clone()));
+    let dirs: Vec<PathBuf> = dirs.collect();
     if let Err(e) = prepared.send(&ParentMessage::Run(Box::new(request))) {
-        let _ = remove_tree(&store.runs().join(&prepared.run_id));
+        for d in &dirs {
+            let _ = remove_tree(d);
+        }
         return Err(e);
     }
     let stdin = Arc::new(Mutex::new(prepared.stdin.take()));
@@ -294,6 +428,7 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
         stderr: Some(std::fs::File::from(err_r)),
         config,
         store,
+        extra,
         waited: false,
     })
 }
@@ -339,35 +474,35 @@ impl MirrorRun {
             let _ = d.join();
         }
         let dir = self.store.runs().join(&self.prepared.run_id);
-        let raw = match reply {
-            Ok(HelperReply::Done(raw)) => raw,
-            Ok(HelperReply::Failed { stage, message }) => {
-                let _ = remove_tree(&dir);
-                return Err(SandboxError::Setup { stage, message });
-            }
-            Ok(HelperReply::Ready) => {
-                let _ = remove_tree(&dir);
-                return Err(SandboxError::NoAnswer("answered Ready to Run".into()));
-            }
-            Err(e) => {
-                let _ = remove_tree(&dir);
-                return Err(e);
-            }
-        };
         let meta = Meta {
             run_id: self.prepared.run_id.clone(),
             workspace: self.config.workspace.clone(),
-            started: raw.started,
-            killed: raw.killed,
+            started: [0, 0],
+            killed: false,
             keep_until: None,
+            extra: std::mem::take(&mut self.extra),
         };
         let mut kept = KeptUpper {
             store: self.store.clone(),
             meta,
-            done: false,
+            done: false, // dropped on an error below: every kept dir removed
         };
-        // The overlay's work dir is bookkeeping of the (gone) mount, never part of the commit.
-        let _ = remove_tree(&dir.join("work"));
+        let raw = match reply {
+            Ok(HelperReply::Done(raw)) => raw,
+            Ok(HelperReply::Failed { stage, message }) => {
+                return Err(SandboxError::Setup { stage, message });
+            }
+            Ok(HelperReply::Ready) => {
+                return Err(SandboxError::NoAnswer("answered Ready to Run".into()));
+            }
+            Err(e) => return Err(e),
+        };
+        kept.meta.started = raw.started;
+        kept.meta.killed = raw.killed;
+        // The overlays' work dirs are bookkeeping of the (gone) mounts, never part of a commit.
+        for d in kept.dirs() {
+            let _ = remove_tree(&d.join("work"));
+        }
         if let Err(e) = write_meta(&dir, &kept.meta) {
             kept.done = false; // dropped below: discarded
             return Err(SandboxError::Helper("kept run metadata".into(), e));

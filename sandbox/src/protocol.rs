@@ -55,6 +55,20 @@ pub struct MirrorSpec {
     /// and a `LimitHit` is reported. Measured with statfs, so other writers count too (errs
     /// toward killing).
     pub upper_bytes: u64,
+    /// The tier-map entry's `write=` paths that are mirrored like the workspace: each gets its
+    /// own overlay (mounted over `$HOME`'s when inside it) whose `upper`/`work` dirs go into
+    /// `keep`, on that path's own mount, for the commit.
+    #[serde(default)]
+    pub extra: Vec<KeptTree>,
+}
+
+/// A `write=` path mirrored for a commit: the host directory and where its upper dir is kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptTree {
+    /// The host directory (canonical: no symbolic link in any component).
+    pub target: PathBuf,
+    /// Root-only directory on `target`'s mount, outside it: receives `upper` and `work`.
+    pub keep: PathBuf,
 }
 
 /// Helper → parent (one line per message on the helper's stdout).

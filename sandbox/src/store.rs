@@ -33,7 +33,8 @@ pub enum StoreError {
     Io(PathBuf, #[source] std::io::Error),
 }
 
-/// A mirror store: `runs/<id>` (kept upper dirs) and `journal/<id>` (commit journals).
+/// A mirror store: `runs/<id>` (kept upper dirs), `journal/<id>` (commit journals) and `pre/`
+/// (pre-images of kept `write=` trees on this mount).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Store {
     /// The root-only directory (see the module docs for where).
@@ -48,6 +49,11 @@ impl Store {
     /// `root/journal`.
     pub fn journal(&self) -> PathBuf {
         self.root.join("journal")
+    }
+    /// `root/pre`: the journal dirs of kept `write=` trees on this mount (`<run id>-w<n>`), named
+    /// by their run's manifest in the workspace's store; never a journal of their own.
+    pub fn pre(&self) -> PathBuf {
+        self.root.join("pre")
     }
 }
 
@@ -113,7 +119,12 @@ pub fn for_workspace(workspace: &Path, state_dir: &Path) -> Result<Store, StoreE
         return Err(StoreError::NoPlace(workspace.to_path_buf()));
     }
     let store = Store { root };
-    for dir in [store.root.clone(), store.runs(), store.journal()] {
+    for dir in [
+        store.root.clone(),
+        store.runs(),
+        store.journal(),
+        store.pre(),
+    ] {
         root_only_dir(&dir)?;
     }
     remember(&state_dir, &store.root).map_err(io(&state_dir))?;

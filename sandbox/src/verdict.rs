@@ -18,7 +18,8 @@ pub struct Outcome<'a> {
     pub effects: &'a [Effect],
     /// A mirrored run (issue 19): the run is the real run, so its exit status is ordinary work
     /// (a failing test suite) and never makes it dirty, and writes to the scratch trees (/tmp,
-    /// /run, /dev/shm) are simply not committed.
+    /// /run, /dev/shm) and to `$HOME` outside the kept `write=` trees are simply not committed
+    /// (the caller refuses the persistence files among them: `policy::decide::protected`).
     pub mirrored: bool,
 }
 
@@ -102,7 +103,10 @@ pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<S
         }
     }
     for e in outcome.effects {
-        if outcome.mirrored && e.location().is_some_and(|(area, _)| area == Area::Scratch) {
+        if outcome.mirrored
+            && e.location()
+                .is_some_and(|(area, _)| matches!(area, Area::Scratch | Area::Home))
+        {
             continue;
         }
         let reason = match e {
@@ -333,13 +337,24 @@ mod tests {
             effects,
             mirrored: true,
         };
+        let outcome_test = |effects| Outcome {
+            exit: Some(0),
+            signal: None,
+            timed_out: false,
+            effects,
+            mirrored: false,
+        };
         let tracked = Tracked::Known(Default::default());
         assert_eq!(
             judge(&outcome(Some(101), &e), &cfg(), &tracked),
             Vec::<String>::new()
         );
+        // $HOME outside the write= trees is never committed, so it does not make the run dirty
+        // here (the daemon refuses persistence files such as this one by the policy's table).
         let home = [created(Area::Home, ".bashrc")];
-        let why = judge(&outcome(Some(0), &home), &cfg(), &tracked);
+        assert!(judge(&outcome(Some(0), &home), &cfg(), &tracked).is_empty());
+        // A test-run's host run would write it: dirty.
+        let why = judge(&outcome_test(&home), &cfg(), &tracked);
         assert!(why[0].contains("outside the workspace"), "{why:?}");
     }
 

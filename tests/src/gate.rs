@@ -44,7 +44,13 @@ impl Default for Gate {
 impl Gate {
     /// Temp dirs, a git project with one tracked file, the binaries built.
     pub fn new() -> Gate {
-        let dir = tempfile::tempdir().expect("tempdir");
+        Gate::new_in(&std::env::temp_dir())
+    }
+
+    /// [`Gate::new`] under `parent` (`/var/tmp` when a `write=` path in the home must be kept:
+    /// one under /tmp is the mirror's scratch, never committed).
+    pub fn new_in(parent: &std::path::Path) -> Gate {
+        let dir = tempfile::tempdir_in(parent).expect("tempdir");
         // The transcript the events name exists, as Claude Code's does by the time it runs
         // hooks (a missing one makes a routed call wait for it: hook/src/transcript.rs).
         std::fs::write(dir.path().join("t.jsonl"), "").expect("transcript");

@@ -318,3 +318,80 @@ fn a_routed_call_reported_without_its_client_is_an_integrity_event() {
         .unwrap_or_else(|| panic!("{status}"));
     assert!(session["score"].as_u64().unwrap_or(0) > 0, "{session}");
 }
+
+#[test]
+fn write_paths_land_with_the_workspace_and_undo_while_home_persistence_is_refused() {
+    let mut g = Gate::new_in(std::path::Path::new("/var/tmp"));
+    g.init_signed();
+    // The operator's entry: `sh fetch.sh` may write its cache and the user's ~/.config.
+    let map = g.proj.join("CLAUDE_CMDS.md");
+    let text = std::fs::read_to_string(&map).unwrap();
+    let text = text.replacen(
+        "## Tier 1 — sandbox\n",
+        "## Tier 1 — sandbox\n\n- `sh fetch.sh` — write=~/.cache/fetch, write=~/.config\n",
+        1,
+    );
+    std::fs::write(&map, text).unwrap();
+    g.resign();
+    g.start();
+    let cache = g.home.join(".cache/fetch");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::create_dir_all(g.home.join(".config")).unwrap();
+    std::fs::write(cache.join("index"), "old\n").unwrap();
+    std::fs::write(
+        g.proj.join("fetch.sh"),
+        "echo pkg > \"$HOME/.cache/fetch/pkg\"\necho new > \"$HOME/.cache/fetch/index\"\n\
+         echo built > out.txt\necho x > \"$HOME/notes\"\n",
+    )
+    .unwrap();
+    let done = g.shell(&g.pre_rewrite("w1", "sh fetch.sh"));
+    let err = done.stderr_text();
+    println!("exit {:?}\nstderr:\n{err}", done.status);
+    assert_eq!(done.status.code(), Some(0), "{err}");
+    assert_eq!(run_row(&g, "w1")["decision"], "committed");
+    assert_eq!(std::fs::read_to_string(cache.join("pkg")).unwrap(), "pkg\n");
+    assert_eq!(
+        std::fs::read_to_string(cache.join("index")).unwrap(),
+        "new\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("out.txt")).unwrap(),
+        "built\n"
+    );
+    assert!(
+        !g.home.join("notes").exists(),
+        "$HOME outside write= stays in the mirror"
+    );
+    assert!(
+        err.contains("stayed in the mirror") && err.contains("~/notes"),
+        "the agent is told what was left behind: {err}"
+    );
+    // Undo takes the write= tree back with the workspace.
+    let undone = g.cli_json(&["undo", &run_id(&run_row(&g, "w1")), "--json"]);
+    println!("undo: {undone}");
+    assert!(!cache.join("pkg").exists() && !g.proj.join("out.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(cache.join("index")).unwrap(),
+        "old\n"
+    );
+
+    // A persistence file under a write= path is never clean: nothing of the run lands.
+    std::fs::write(
+        g.proj.join("fetch.sh"),
+        "mkdir -p \"$HOME/.config/autostart\"\n\
+         printf '[Desktop Entry]\\nExec=sh -c evil\\n' > \"$HOME/.config/autostart/x.desktop\"\n\
+         echo built > out.txt\n",
+    )
+    .unwrap();
+    let done = g.shell(&g.pre_rewrite("w2", "sh fetch.sh"));
+    let err = done.stderr_text();
+    println!("exit {:?}\nstderr:\n{err}", done.status);
+    assert_ne!(done.status.code(), Some(0));
+    assert!(
+        err.contains("cmdgate rolled back") && err.contains(".config/autostart"),
+        "{err}"
+    );
+    assert_eq!(run_row(&g, "w2")["decision"], "rolled_back");
+    assert!(!g.home.join(".config/autostart").exists());
+    assert!(!g.proj.join("out.txt").exists());
+}

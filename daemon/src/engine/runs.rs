@@ -275,7 +275,15 @@ impl Runs {
         };
         let client_gone = tx.is_closed();
         let tr = &finished.run;
-        let scratch: Vec<String> = finished.scratch_writes().map(|e| e.to_string()).collect();
+        let scratch: Vec<String> = finished
+            .uncommitted_writes()
+            .map(|e| e.to_string())
+            .collect();
+        let kept_writes: Vec<String> = finished
+            .kept
+            .kept_writes()
+            .map(|p| p.display().to_string())
+            .collect();
         let mut detail = serde_json::json!({
             "run_id": run_id,
             "exit": tr.exit,
@@ -299,7 +307,10 @@ impl Runs {
         };
         // What the policy refuses besides the sandbox's judgement: a persistence file, `.claude/`
         // or another repository's config or hooks, at any depth (as for test-runs).
-        let refused = crate::engine::testrun::protected_effects(&tr.effects);
+        let refused = crate::engine::testrun::protected_effects(
+            &tr.effects,
+            Some(std::path::Path::new(&issued.home)),
+        );
         let mut outcome = if finished.killed || client_gone {
             base(
                 RunStatus::Failed,
@@ -355,9 +366,14 @@ impl Runs {
                     detail["commit"] = serde_json::to_value(&report).unwrap_or_default();
                     detail["undo"] = serde_json::json!(report.run_id);
                     if !scratch.is_empty() {
+                        let kept = if kept_writes.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" and the entry's write= paths ({})", kept_writes.join(", "))
+                        };
                         outcome.message = format!(
-                            "cmdgate: committed. Writes outside the workspace stayed in the \
-                             mirror and are gone: {}",
+                            "cmdgate: committed. Writes outside the workspace{kept} stayed in \
+                             the mirror and are gone: {}",
                             scratch.join("; ")
                         );
                     }

@@ -157,6 +157,7 @@ impl TestRunner {
             })
             .collect();
         self.scope.apply(&mut cfg, &plan.command);
+        let home = target.home.clone();
         let slots = self.slots.clone();
         let started = Instant::now();
         let run = async move {
@@ -197,7 +198,7 @@ impl TestRunner {
                 } else if tr.clean {
                     // The mirror protects the root's `.git`, `.claude` and map; persistence files
                     // and other repositories' configuration at any depth are the policy's.
-                    let refused = protected_effects(&tr.effects);
+                    let refused = protected_effects(&tr.effects, home.as_deref());
                     if refused.is_empty() {
                         SandboxVerdict::Clean
                     } else {
@@ -219,14 +220,26 @@ impl TestRunner {
     }
 }
 
-/// Workspace effects the policy refuses (`policy::decide::protected::effect_refusal`): a
-/// persistence file, `.claude/` or another repository's configuration or hooks, at any depth.
-pub(crate) fn protected_effects(effects: &[cmdgate_sandbox::Effect]) -> Vec<String> {
+/// Effects the policy refuses (`policy::decide::protected::effect_refusal`): in the workspace a
+/// persistence file, `.claude/` or another repository's configuration or hooks, at any depth; in
+/// `$HOME` (a `write=` path there, or a write a mirrored run leaves behind) the files that run
+/// code later (`policy::decide::persistence::home_persistence`), whatever `write=` says.
+pub(crate) fn protected_effects(
+    effects: &[cmdgate_sandbox::Effect],
+    home: Option<&std::path::Path>,
+) -> Vec<String> {
+    use cmdgate_policy::decide::persistence::{home_persistence, persistence};
     use cmdgate_policy::decide::protected::{effect_refusal, Touch};
     use cmdgate_sandbox::{Area, Effect};
+    // A kept write= path is reported canonical; the agent's `HOME` may not be.
+    let homes: Vec<std::path::PathBuf> = home
+        .into_iter()
+        .flat_map(|h| [h.canonicalize().ok(), Some(h.to_path_buf())])
+        .flatten()
+        .collect();
     let mut out = Vec::new();
     for e in effects {
-        let Some((Area::Workspace, path)) = e.location() else {
+        let Some((area, path)) = e.location() else {
             continue;
         };
         let touch = match e {
@@ -238,7 +251,18 @@ pub(crate) fn protected_effects(effects: &[cmdgate_sandbox::Effect]) -> Vec<Stri
             paths.push(from);
         }
         for p in paths {
-            if let Some(why) = effect_refusal(&p.to_string_lossy(), touch) {
+            let why = match area {
+                Area::Workspace => effect_refusal(&p.to_string_lossy(), touch),
+                Area::Home => home_persistence(&p.to_string_lossy()),
+                Area::Extra => match homes.iter().find_map(|h| p.strip_prefix(h).ok()) {
+                    Some(rel) => home_persistence(&rel.to_string_lossy()),
+                    None => persistence(&p.to_string_lossy()).map(|e| {
+                        format!("changed {}, which runs later: {}", p.display(), e.reason)
+                    }),
+                },
+                Area::Scratch => None,
+            };
+            if let Some(why) = why {
                 out.push(why);
             }
         }

@@ -64,6 +64,113 @@ pub const PERSISTENCE: &[Persistence] = &[
     name(".gitlab-ci.yml", "CI runs its jobs with the repository's secrets on the next push"),
 ];
 
+/// Files directly in `$HOME` (paths relative to it, or below them) that run code later or tell an
+/// agent what to do: a mirrored run's `write=` path may contain one (`write=~` , `write=~/.config`)
+/// and is still never allowed to change it; the project table above applies below `$HOME` too.
+pub const HOME_PERSISTENCE: &[(&str, &str)] = &[
+    (".bashrc", "bash runs it in every interactive shell"),
+    (".bash_profile", "bash runs it in every login shell"),
+    (".bash_login", "bash runs it in every login shell"),
+    (".bash_logout", "bash runs it when a login shell exits"),
+    (
+        ".bash_aliases",
+        "the usual .bashrc sources it in every interactive shell",
+    ),
+    (".profile", "login shells run it"),
+    (".zshrc", "zsh runs it in every interactive shell"),
+    (".zshenv", "zsh runs it in every shell"),
+    (".zprofile", "zsh runs it in every login shell"),
+    (".zlogin", "zsh runs it in every login shell"),
+    (".zlogout", "zsh runs it when a login shell exits"),
+    (
+        ".inputrc",
+        "readline reads it in every interactive program (key bindings can run commands)",
+    ),
+    (".envrc", "direnv runs it on entering the directory"),
+    (
+        ".pam_environment",
+        "PAM sets its variables (LD_PRELOAD, PATH) at every login",
+    ),
+    (
+        ".xprofile",
+        "the display manager runs it at every graphical login",
+    ),
+    (".xinitrc", "startx runs it"),
+    (
+        ".xsessionrc",
+        "the X session runs it at every graphical login",
+    ),
+    (
+        ".ssh",
+        "sshd runs `command=` and `~/.ssh/rc` and trusts authorized_keys; ssh runs `ProxyCommand`",
+    ),
+    (
+        ".gitconfig",
+        "git runs the hooks, aliases, pagers and filters it names in every repository",
+    ),
+    (
+        ".config/git",
+        "git runs the hooks, aliases, pagers and filters it names in every repository",
+    ),
+    (
+        ".config/autostart",
+        "the desktop session starts what it names at every login",
+    ),
+    (
+        ".config/systemd",
+        "systemd --user starts the units it holds",
+    ),
+    (
+        ".config/environment.d",
+        "systemd --user sets its variables for every user service",
+    ),
+    (".config/fish", "fish runs its config in every shell"),
+    (
+        ".local/bin",
+        "its programs come first on the usual PATH, before the system's",
+    ),
+    (
+        ".claude",
+        "Claude Code's user settings, hooks and instructions for every project",
+    ),
+    (
+        ".claude.json",
+        "Claude Code's user configuration (MCP servers it starts)",
+    ),
+    (
+        ".cargo/bin",
+        "its programs come first on a Rust user's PATH",
+    ),
+    (
+        ".cargo/config.toml",
+        "cargo runs its `runner`, `rustc-wrapper` and aliases in every project",
+    ),
+    (
+        ".cargo/config",
+        "cargo runs its `runner`, `rustc-wrapper` and aliases in every project",
+    ),
+    (
+        ".npmrc",
+        "npm takes `script-shell`, `node-options` and registries from it on every install",
+    ),
+    (".config/cmdgate", "cmdgate's own configuration"),
+    (".local/share/cmdgate", "cmdgate's own state"),
+];
+
+/// Why a change to `rel` (relative to `$HOME`, normalised) is never clean: a file in
+/// [`HOME_PERSISTENCE`] or below one, or a project persistence file at any depth (a project kept
+/// under `$HOME`). `None` for the rest (caches, registries, toolchains).
+pub fn home_persistence(rel: &str) -> Option<String> {
+    let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
+    for (path, reason) in HOME_PERSISTENCE {
+        let want: Vec<&str> = path.split('/').collect();
+        if parts.len() >= want.len() && parts[..want.len()] == want[..] {
+            return Some(format!("changed ~/{rel}, which runs later: {reason}"));
+        }
+    }
+    persistence(rel).map(|p| format!("changed ~/{rel}, which runs later: {}", p.reason))
+}
+
 /// The persistence entry `rel` (project-relative, normalised) falls under, if any.
 pub fn persistence(rel: &str) -> Option<&'static Persistence> {
     let parts: Vec<&str> = rel.split('/').filter(|p| !p.is_empty()).collect();
@@ -107,7 +214,37 @@ mod tests {
     }
 
     #[test]
+    fn home_table() {
+        use super::home_persistence;
+        for p in [
+            ".bashrc",
+            ".ssh/authorized_keys",
+            ".config/systemd/user/x.service",
+            ".local/bin/cargo",
+            ".cargo/config.toml",
+            ".claude/settings.json",
+            "src/proj/.envrc",
+            "src/proj/.git/../.vscode/tasks.json",
+        ] {
+            assert!(home_persistence(p).is_some(), "{p}");
+        }
+        for p in [
+            ".cargo/registry/cache/x.crate",
+            ".cache/pip/x",
+            ".rustup/toolchains/x",
+            ".bashrc.d.bak/x/y".trim_end_matches("/x/y"),
+            "src/proj/src/main.rs",
+            ".local/share/x",
+        ] {
+            assert!(home_persistence(p).is_none(), "{p}");
+        }
+    }
+
+    #[test]
     fn every_entry_says_why() {
+        for (p, why) in super::HOME_PERSISTENCE {
+            assert!(why.len() > 10 && !p.starts_with('/'), "{p}");
+        }
         for e in super::PERSISTENCE {
             assert!(e.reason.len() > 20, "{e:?}");
         }

@@ -67,7 +67,8 @@ pub struct KeptRun {
     /// Unix seconds until which it is kept.
     pub keep_until: u64,
     pub bytes: u64,
-    dir: PathBuf,
+    /// Its kept dirs: the workspace's, then each `write=` tree's.
+    dirs: Vec<PathBuf>,
 }
 
 /// Every kept run (rolled back and kept for an apply), newest first.
@@ -85,12 +86,19 @@ pub fn kept_runs(state_dir: &Path) -> Vec<KeptRun> {
             let Some(keep_until) = meta.keep_until else {
                 continue;
             };
+            // A `write=` tree's dir (`<id>-w<n>`) carries its run's record too: counted with it.
+            if e.file_name().to_str() != Some(meta.run_id.as_str()) {
+                continue;
+            }
+            let dirs: Vec<PathBuf> = std::iter::once(e.path())
+                .chain(meta.extra.iter().map(|k| k.keep.clone()))
+                .collect();
             out.push(KeptRun {
-                bytes: tree_bytes(&e.path()),
+                bytes: dirs.iter().map(|d| tree_bytes(d)).sum(),
                 run_id: meta.run_id,
                 workspace: meta.workspace,
                 keep_until,
-                dir: e.path(),
+                dirs,
             });
         }
     }
@@ -104,7 +112,7 @@ pub fn prune_kept(state_dir: &Path, max_bytes: u64) -> Vec<String> {
     let mut dropped = Vec::new();
     for k in kept_runs(state_dir) {
         total = total.saturating_add(k.bytes);
-        if total > max_bytes && remove_tree(&k.dir).is_ok() {
+        if total > max_bytes && k.dirs.iter().all(|d| remove_tree(d).is_ok()) {
             dropped.push(k.run_id);
         }
     }

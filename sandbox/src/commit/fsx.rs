@@ -29,6 +29,17 @@ pub fn open_root(path: &Path) -> Result<OwnedFd, Errno> {
     )
 }
 
+/// Open a host tree's root (the workspace, a kept `write=` path: canonical absolute paths) from
+/// `/` one component at a time, never following a symlink: a directory on the way swapped for a
+/// link (`~/.cargo` → `/etc`) after the run is refused (ELOOP/ENOTDIR), not written through.
+pub fn open_host_root(path: &Path) -> Result<OwnedFd, Errno> {
+    if !path.is_absolute() {
+        return Err(Errno::EINVAL);
+    }
+    let root = open_root(Path::new("/"))?;
+    open_beneath(&root, path.strip_prefix("/").map_err(|_| Errno::EINVAL)?)
+}
+
 /// Open the directory `rel` below `root` one component at a time, never following a symlink.
 pub fn open_beneath(root: &OwnedFd, rel: &Path) -> Result<OwnedFd, Errno> {
     let mut fd = root

@@ -1,8 +1,10 @@
 //! The commit journal: `<store>/journal/<run id>/` holds `manifest.json` (every step, written
 //! before the first), `pre/<n>` (the host entries the commit moved away: renamed, so atomic and
-//! the same inode), and markers: `applying` (steps may have run), `committed` (all ran and are on
-//! disk), `undoing` / `undone`. Recovery follows the markers: `applying` without `committed` is
-//! rolled back, `undoing` without `undone` is finished. Bounded by age and bytes (`prune`).
+//! the same inode), and markers: `committed` (all ran and are on disk), `undoing` / `undone`.
+//! Recovery follows them: a manifest without `committed` (steps may have run; written synced
+//! before the first) is rolled back, `undoing` without `undone` is finished. A kept `write=` tree
+//! has its `pre/` on its own mount (`<store>/pre/<run id>-w<n>`), named by this manifest.
+//! Bounded by age and bytes (`prune`).
 
 use super::fsx::{self, lstat_at, move_noreplace, open_beneath, open_dir_at, open_root};
 use super::{escape, unescape, Change, ChangeKind, Problem};
@@ -100,6 +102,86 @@ pub(crate) struct Manifest {
     pub started: [i64; 2],
     pub journal_bytes: u64,
     pub ops: Vec<Op>,
+    /// The kept `write=` trees committed with the workspace, all or nothing.
+    #[serde(default)]
+    pub extra: Vec<ExtraTree>,
+}
+
+/// A kept `write=` path committed with the workspace (issue 19): the same steps, its own
+/// pre-images on its own mount.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct ExtraTree {
+    /// The host directory (canonical).
+    pub root: PathBuf,
+    /// Its kept upper dir.
+    pub upper: PathBuf,
+    /// Its journal dir on the same mount (`<store>/pre/<run id>-w<n>`): `pre/`, `undone-entries/`.
+    pub dir: PathBuf,
+    pub ops: Vec<Op>,
+}
+
+/// One tree of a commit as the steps see it: the workspace (paths relative to it) or a `write=`
+/// path (paths shown absolute).
+struct TreeRef<'a> {
+    root: &'a Path,
+    upper: &'a Path,
+    /// Holds `pre/` and `undone-entries/` (the workspace's: the journal dir itself).
+    dir: PathBuf,
+    ops: &'a [Op],
+    /// Prefix of the paths shown (none for the workspace).
+    shown: Option<&'a Path>,
+}
+
+impl TreeRef<'_> {
+    fn show(&self, rel: &Path) -> PathBuf {
+        match self.shown {
+            Some(p) => p.join(rel),
+            None => rel.to_path_buf(),
+        }
+    }
+}
+
+impl Manifest {
+    fn trees(&self, jdir: &Path) -> Vec<TreeRef<'_>> {
+        std::iter::once(TreeRef {
+            root: &self.workspace,
+            upper: &self.upper,
+            dir: jdir.to_path_buf(),
+            ops: &self.ops,
+            shown: None,
+        })
+        .chain(self.extra.iter().map(|t| TreeRef {
+            root: &t.root,
+            upper: &t.upper,
+            dir: t.dir.clone(),
+            ops: &t.ops,
+            shown: Some(&t.root),
+        }))
+        .collect()
+    }
+
+    /// Every change, the workspace's relative, a `write=` tree's absolute.
+    pub(crate) fn changes(&self) -> Vec<Change> {
+        let mut v: Vec<Change> = self.ops.iter().map(Op::change).collect();
+        for t in &self.extra {
+            v.extend(t.ops.iter().map(|op| {
+                let mut c = op.change();
+                c.path = t.root.join(&c.path);
+                c
+            }));
+        }
+        v
+    }
+}
+
+/// Remove a journal and the `write=` trees' journal dirs it names.
+fn remove_journal(jdir: &Path) -> std::io::Result<()> {
+    if let Ok(m) = read_manifest(jdir) {
+        for t in &m.extra {
+            remove_tree(&t.dir)?;
+        }
+    }
+    remove_tree(jdir)
 }
 
 /// The `committed` marker's content.
@@ -142,37 +224,67 @@ impl Dirs<'_> {
     }
 }
 
-/// Run the manifest's steps, journaling pre-images; any failure rolls back what ran.
+/// The open directories of one tree: its host root and its upper dir.
+pub(crate) struct TreeFds {
+    pub root: OwnedFd,
+    pub upper: OwnedFd,
+}
+
+fn mkdir_private(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+/// Run the manifest's steps, journaling pre-images; any failure rolls back what ran. `fds` are
+/// the trees' in [`Manifest::trees`] order.
 pub(crate) fn apply(
     m: &Manifest,
     jdir: &Path,
-    ws: &OwnedFd,
-    upper: &OwnedFd,
+    fds: &[TreeFds],
     stop_after: Option<usize>,
 ) -> Result<(), ApplyError> {
+    let trees = m.trees(jdir);
     let jio = |e: std::io::Error| ApplyError::Io(jdir.to_path_buf(), e);
-    std::fs::create_dir(jdir).map_err(jio)?;
-    std::fs::set_permissions(jdir, std::fs::Permissions::from_mode(0o700)).map_err(jio)?;
-    std::fs::create_dir(jdir.join("pre")).map_err(jio)?;
-    // The new content must be on disk before any of it becomes the workspace's.
-    fsx::syncfs(upper).map_err(|e| ApplyError::Io(m.upper.clone(), e.into()))?;
+    for t in &trees {
+        mkdir_private(&t.dir).map_err(jio)?;
+        std::fs::create_dir(t.dir.join("pre")).map_err(jio)?;
+    }
+    // The new content must be on disk before any of it becomes the host's.
+    for (t, fd) in trees.iter().zip(fds) {
+        fsx::syncfs(&fd.upper).map_err(|e| ApplyError::Io(t.upper.to_path_buf(), e.into()))?;
+    }
     let manifest = serde_json::to_vec(m).map_err(|e| jio(std::io::Error::other(e)))?;
+    // A complete manifest without `committed` is what `recover` rolls back (`state_of`): no
+    // separate `applying` marker (two fsyncs less). A torn manifest means no step ran.
     write_synced(&jdir.join("manifest.json"), &manifest).map_err(jio)?;
-    write_synced(&jdir.join("applying"), b"").map_err(jio)?;
-    let pre = open_root(&jdir.join("pre")).map_err(|e| jio(e.into()))?;
     let mut steps = 0usize;
-    let result = steps_forward(m, ws, upper, &pre, stop_after, &mut steps);
+    let mut result = Ok(());
+    for (t, fd) in trees.iter().zip(fds) {
+        let pre = match open_root(&t.dir.join("pre")) {
+            Ok(p) => p,
+            Err(e) => {
+                result = Err(jio(e.into()));
+                break;
+            }
+        };
+        result = steps_forward(t, fd, &pre, m.started, stop_after, &mut steps);
+        if result.is_err() {
+            break;
+        }
+    }
     match result {
         Ok(()) => {}
         Err(ApplyError::Stopped(n)) => return Err(ApplyError::Stopped(n)),
         Err(e) => {
-            return match rollback(m, jdir, ws, upper) {
+            return match rollback(m, jdir, fds) {
                 Ok(()) => Err(e),
                 Err(r) => Err(ApplyError::Journal(r)),
             }
         }
     }
-    fsx::syncfs(ws).map_err(|e| ApplyError::Io(m.workspace.clone(), e.into()))?;
+    for (t, fd) in trees.iter().zip(fds) {
+        fsx::syncfs(&fd.root).map_err(|e| ApplyError::Io(t.root.to_path_buf(), e.into()))?;
+    }
     let committed = serde_json::to_vec(&Committed { at: settle() })
         .map_err(|e| jio(std::io::Error::other(e)))?;
     write_synced(&jdir.join("committed"), &committed).map_err(jio)?;
@@ -180,22 +292,22 @@ pub(crate) fn apply(
 }
 
 fn steps_forward(
-    m: &Manifest,
-    ws: &OwnedFd,
-    upper: &OwnedFd,
+    t: &TreeRef<'_>,
+    fds: &TreeFds,
     pre: &OwnedFd,
+    started: [i64; 2],
     stop_after: Option<usize>,
     steps: &mut usize,
 ) -> Result<(), ApplyError> {
     let mut host_dirs = Dirs {
-        root: ws,
+        root: &fds.root,
         last: None,
     };
     // Inodes already moved into the journal: the rename itself updated their ctime, and another
     // name of the same (hard-linked) inode must not read that as a host change.
     let mut moved = std::collections::HashSet::new();
     let mut upper_dirs = Dirs {
-        root: upper,
+        root: &fds.upper,
         last: None,
     };
     let step = |steps: &mut usize| {
@@ -205,11 +317,11 @@ fn steps_forward(
             _ => Ok(()),
         }
     };
-    for (n, op) in m.ops.iter().enumerate() {
+    for (n, op) in t.ops.iter().enumerate() {
         let Some((parent, name)) = op.split() else {
             continue;
         };
-        let rel = op.rel();
+        let rel = t.show(&op.rel());
         let conflict = |why: String| {
             ApplyError::Conflict(Problem {
                 path: rel.clone(),
@@ -223,8 +335,7 @@ fn steps_forward(
             // Re-check just before moving it: the same inode, not changed since the start.
             match lstat_at(host, &name) {
                 Ok(Some(st))
-                    if st.st_ino == old
-                        && (fsx::ctime(&st) < m.started || moved.contains(&old)) => {}
+                    if st.st_ino == old && (fsx::ctime(&st) < started || moved.contains(&old)) => {}
                 _ => return Err(conflict("changed on the host after the run started".into())),
             }
             move_noreplace(host, &name, pre, OsStr::new(&n.to_string()))
@@ -255,16 +366,39 @@ fn steps_forward(
 }
 
 /// Undo whatever steps of an unfinished commit ran (idempotent; also used by `recover`): new
-/// entries go back to the upper dir, pre-images back in place, modes back.
-fn rollback(m: &Manifest, jdir: &Path, ws: &OwnedFd, upper: &OwnedFd) -> Result<(), String> {
-    let pre = open_root(&jdir.join("pre")).map_err(|e| format!("journal: {e}"))?;
+/// entries go back to the upper dirs, pre-images back in place, modes back; the later trees
+/// first.
+fn rollback(m: &Manifest, jdir: &Path, fds: &[TreeFds]) -> Result<(), String> {
+    let trees = m.trees(jdir);
     let mut failures = Vec::new();
-    for (n, op) in m.ops.iter().enumerate().rev() {
+    for (t, fd) in trees.iter().zip(fds).rev() {
+        rollback_tree(t, fd, &mut failures);
+    }
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
+    for fd in fds {
+        let _ = fsx::syncfs(&fd.root);
+    }
+    remove_journal(jdir).map_err(|e| format!("remove journal: {e}"))
+}
+
+fn rollback_tree(t: &TreeRef<'_>, fds: &TreeFds, failures: &mut Vec<String>) {
+    let pre = match open_root(&t.dir.join("pre")) {
+        Ok(p) => p,
+        // Never created: no step of this tree ran.
+        Err(Errno::ENOENT) => return,
+        Err(e) => {
+            failures.push(format!("journal {}: {e}", t.dir.display()));
+            return;
+        }
+    };
+    for (n, op) in t.ops.iter().enumerate().rev() {
         let Some((parent, name)) = op.split() else {
             continue;
         };
-        let rel = op.rel();
-        let Ok(host) = open_beneath(ws, &parent) else {
+        let rel = t.show(&op.rel());
+        let Ok(host) = open_beneath(&fds.root, &parent) else {
             // The parent is reached only through directories the commit never moves.
             if op.new.is_some() || op.old.is_some() {
                 failures.push(format!("{}: host directory gone", rel.display()));
@@ -277,7 +411,7 @@ fn rollback(m: &Manifest, jdir: &Path, ws: &OwnedFd, upper: &OwnedFd) -> Result<
         if let Some(new) = op.new {
             if let Ok(Some(st)) = lstat_at(&host, &name) {
                 if st.st_ino == new {
-                    let back = open_beneath(upper, &parent)
+                    let back = open_beneath(&fds.upper, &parent)
                         .and_then(|up| move_noreplace(&host, &name, &up, &name));
                     if let Err(e) = back {
                         failures.push(format!("{}: {e}", rel.display()));
@@ -292,16 +426,11 @@ fn rollback(m: &Manifest, jdir: &Path, ws: &OwnedFd, upper: &OwnedFd) -> Result<
                 failures.push(format!(
                     "{}: cannot restore (kept in {}): {e}",
                     rel.display(),
-                    jdir.join("pre").join(&slot).display()
+                    t.dir.join("pre").join(&slot).display()
                 ));
             }
         }
     }
-    if !failures.is_empty() {
-        return Err(failures.join("; "));
-    }
-    let _ = fsx::syncfs(ws);
-    remove_tree(jdir).map_err(|e| format!("remove journal: {e}"))
 }
 
 /// A committed (or undone) run in the journal.
@@ -365,7 +494,7 @@ fn entry(jdir: &Path) -> Option<JournalEntry> {
         state: state_of(jdir),
         committed_at: read_committed(jdir).map_or(0, |c| c.at[0]),
         journal_bytes: m.journal_bytes,
-        changes: m.ops.iter().map(Op::change).collect(),
+        changes: m.changes(),
     })
 }
 
@@ -447,8 +576,9 @@ fn unchanged_since(dir: &OwnedFd, name: &OsStr, at: [i64; 2], rel: &Path, out: &
     }
 }
 
-/// Restore the workspace to before run `run_id`'s commit, if nothing it committed changed
-/// since (each post-image is checked first; any change ⇒ nothing is undone).
+/// Restore the workspace (and the kept `write=` trees) to before run `run_id`'s commit, if
+/// nothing it committed changed since (each post-image is checked first; any change ⇒ nothing is
+/// undone).
 pub fn undo(state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
     let jdir = find(state_dir, run_id).ok_or_else(|| UndoError::NotFound(run_id.into()))?;
     match state_of(&jdir) {
@@ -464,14 +594,35 @@ pub fn undo(state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
     let at = read_committed(&jdir)
         .ok_or_else(|| UndoError::Io("unreadable committed marker".into()))?
         .at;
-    let ws = open_root(&m.workspace).map_err(|e| UndoError::Io(e.to_string()))?;
+    let trees = m.trees(&jdir);
+    let roots = trees
+        .iter()
+        .map(|t| fsx::open_host_root(t.root))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| UndoError::Io(e.to_string()))?;
     let mut problems = Vec::new();
-    for op in &m.ops {
+    for (t, root) in trees.iter().zip(&roots) {
+        undo_check(t, root, at, &mut problems);
+    }
+    if !problems.is_empty() {
+        return Err(UndoError::Conflict(problems));
+    }
+    write_synced(&jdir.join("undoing"), b"").map_err(|e| UndoError::Io(e.to_string()))?;
+    undo_steps(&m, &jdir, &roots).map_err(UndoError::Io)?;
+    Ok(UndoReport {
+        run_id: m.run_id.clone(),
+        restored: m.changes().into_iter().map(|c| c.path).collect(),
+    })
+}
+
+/// Is every post-image of tree `t` still what the commit put there?
+fn undo_check(t: &TreeRef<'_>, root: &OwnedFd, at: [i64; 2], problems: &mut Vec<Problem>) {
+    for op in t.ops {
         let Some((parent, name)) = op.split() else {
             continue;
         };
-        let rel = op.rel();
-        let host = match open_beneath(&ws, &parent) {
+        let rel = t.show(&op.rel());
+        let host = match open_beneath(root, &parent) {
             Ok(h) => h,
             Err(e) => {
                 problems.push(Problem {
@@ -484,7 +635,7 @@ pub fn undo(state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
         let now = lstat_at(&host, &name).ok().flatten();
         match (op.new, &now) {
             (Some(new), Some(st)) if st.st_ino == new => {
-                unchanged_since(&host, &name, at, &rel, &mut problems)
+                unchanged_since(&host, &name, at, &rel, problems)
             }
             (Some(_), _) => problems.push(Problem {
                 path: rel.clone(),
@@ -505,33 +656,44 @@ pub fn undo(state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
             }
         }
     }
-    if !problems.is_empty() {
-        return Err(UndoError::Conflict(problems));
-    }
-    write_synced(&jdir.join("undoing"), b"").map_err(|e| UndoError::Io(e.to_string()))?;
-    undo_steps(&m, &jdir, &ws).map_err(UndoError::Io)?;
-    Ok(UndoReport {
-        run_id: m.run_id.clone(),
-        restored: m.ops.iter().map(Op::rel).collect(),
-    })
 }
 
-/// The undo's steps, idempotent (also finishes an interrupted undo in `recover`).
-fn undo_steps(m: &Manifest, jdir: &Path, ws: &OwnedFd) -> Result<(), String> {
-    let undone = jdir.join("undone-entries");
+/// The undo's steps, idempotent (also finishes an interrupted undo in `recover`); `roots` in
+/// [`Manifest::trees`] order.
+fn undo_steps(m: &Manifest, jdir: &Path, roots: &[OwnedFd]) -> Result<(), String> {
+    let trees = m.trees(jdir);
+    let mut failures = Vec::new();
+    for (t, root) in trees.iter().zip(roots).rev() {
+        undo_tree(t, root, &mut failures)?;
+    }
+    if !failures.is_empty() {
+        return Err(failures.join("; "));
+    }
+    for root in roots {
+        let _ = fsx::syncfs(root);
+    }
+    write_synced(&jdir.join("undone"), b"").map_err(|e| format!("journal: {e}"))?;
+    // The undone run's entries are discarded; the manifest stays (for `runs`) until pruned.
+    for t in &trees {
+        let _ = remove_tree(&t.dir.join("undone-entries"));
+    }
+    Ok(())
+}
+
+fn undo_tree(t: &TreeRef<'_>, ws: &OwnedFd, failures: &mut Vec<String>) -> Result<(), String> {
+    let undone = t.dir.join("undone-entries");
     match std::fs::create_dir(&undone) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(format!("journal: {e}")),
     }
     let undone_fd = open_root(&undone).map_err(|e| format!("journal: {e}"))?;
-    let pre = open_root(&jdir.join("pre")).map_err(|e| format!("journal: {e}"))?;
-    let mut failures = Vec::new();
-    for (n, op) in m.ops.iter().enumerate().rev() {
+    let pre = open_root(&t.dir.join("pre")).map_err(|e| format!("journal: {e}"))?;
+    for (n, op) in t.ops.iter().enumerate().rev() {
         let Some((parent, name)) = op.split() else {
             continue;
         };
-        let rel = op.rel();
+        let rel = t.show(&op.rel());
         let host = match open_beneath(ws, &parent) {
             Ok(h) => h,
             Err(e) => {
@@ -557,13 +719,6 @@ fn undo_steps(m: &Manifest, jdir: &Path, ws: &OwnedFd) -> Result<(), String> {
             }
         }
     }
-    if !failures.is_empty() {
-        return Err(failures.join("; "));
-    }
-    let _ = fsx::syncfs(ws);
-    write_synced(&jdir.join("undone"), b"").map_err(|e| format!("journal: {e}"))?;
-    // The undone run's entries are discarded; the manifest stays (for `runs`) until pruned.
-    let _ = remove_tree(&undone);
     Ok(())
 }
 
@@ -596,23 +751,35 @@ pub fn recover(state_dir: &Path) -> RecoverReport {
             report.rolled_back.push(id);
             continue;
         };
-        let fds = open_root(&m.workspace).map(|ws| (ws, open_root(&m.upper)));
-        match (state_of(&jdir), fds) {
-            (JournalState::Applying, Ok((ws, Ok(upper)))) => {
-                match rollback(&m, &jdir, &ws, &upper) {
-                    Ok(()) => {
-                        super::gitlock::release_stale(&ws, &id);
+        let trees = m.trees(&jdir);
+        let roots = trees
+            .iter()
+            .map(|t| fsx::open_host_root(t.root))
+            .collect::<Result<Vec<_>, _>>();
+        match (state_of(&jdir), roots) {
+            (JournalState::Applying, Ok(roots)) => {
+                let fds = roots
+                    .into_iter()
+                    .zip(&trees)
+                    .map(|(root, t)| open_root(t.upper).map(|upper| TreeFds { root, upper }))
+                    .collect::<Result<Vec<_>, _>>();
+                match fds.map(|fds| (rollback(&m, &jdir, &fds), fds)) {
+                    Ok((Ok(()), fds)) => {
+                        if let Some(ws) = fds.first() {
+                            super::gitlock::release_stale(&ws.root, &id);
+                        }
                         report.rolled_back.push(id)
                     }
+                    Ok((Err(e), _)) => report.failed.push(format!("{id}: {e}")),
                     Err(e) => report.failed.push(format!("{id}: {e}")),
                 }
             }
-            (JournalState::Undoing, Ok((ws, _))) => match undo_steps(&m, &jdir, &ws) {
+            (JournalState::Undoing, Ok(roots)) => match undo_steps(&m, &jdir, &roots) {
                 Ok(()) => report.undo_finished.push(id),
                 Err(e) => report.failed.push(format!("{id}: {e}")),
             },
             (JournalState::Committed | JournalState::Undone, _) => {}
-            (_, Ok((_, Err(e)))) | (_, Err(e)) => report.failed.push(format!("{id}: {e}")),
+            (_, Err(e)) => report.failed.push(format!("{id}: {e}")),
         }
     }
     let now = crate::mirror::unix_now();
@@ -686,7 +853,7 @@ pub fn prune(state_dir: &Path, limits: &JournalLimits) -> Vec<String> {
     for (at, bytes, dir, id) in done {
         total += bytes;
         let too_old = now - at >= limits.max_age.as_secs() as i64;
-        if (too_old || total > limits.max_bytes) && remove_tree(&dir).is_ok() {
+        if (too_old || total > limits.max_bytes) && remove_journal(&dir).is_ok() {
             dropped.push(id);
         }
     }

@@ -8,7 +8,8 @@
 //!        the start, whole subtree for a replaced/deleted directory), a host directory that is no
 //!        longer one, or a hard-linked file whose other names would keep the old content ⇒
 //!        conflict. Any problem ⇒ Err, nothing touched.
-//! apply  syncfs (new content durable) → journal manifest + `applying` marker → per entry:
+//! apply  syncfs (new content durable) → journal manifest (synced; without `committed` it means
+//!        "applying") → per tree (the workspace, then each kept `write=` path) and entry:
 //!        re-check, rename the host entry into journal/pre/N (atomic, keeps the inode), rename
 //!        the upper entry in with RENAME_NOREPLACE (a name taken meanwhile ⇒ conflict ⇒ rollback)
 //!        → syncfs → `committed` marker. Every host path is reached from the workspace fd one
@@ -40,7 +41,7 @@ pub use journal::{
     UndoError, UndoReport,
 };
 
-use crate::mirror::{remove_tree, KeptUpper};
+use crate::mirror::KeptUpper;
 use fsx::{ctime, kind, lstat_at, open_dir_at, open_root};
 use journal::{Manifest, Op};
 use nix::errno::Errno;
@@ -207,6 +208,9 @@ fn origin_ino(value: &[u8]) -> Option<u64> {
     Some(u64::from(u32::from_ne_bytes(ino)))
 }
 
+/// From this many entries in a merged directory, the host's names are listed once.
+const LIST_HOST_FROM: usize = 64;
+
 fn newer(st: &FileStat, started: [i64; 2]) -> bool {
     ctime(st) >= started
 }
@@ -221,8 +225,9 @@ fn names(fd: &OwnedFd) -> std::io::Result<Vec<OsString>> {
 }
 
 impl Planner<'_> {
-    /// Classify and validate one upper entry (refusals recorded).
-    fn classify(&mut self, rel: &Path, st: &FileStat) -> Option<Upper> {
+    /// Classify and validate one upper entry (refusals recorded); also whether it carries an
+    /// overlay `origin` (copied up from a lower inode).
+    fn classify(&mut self, rel: &Path, st: &FileStat) -> Option<(Upper, bool)> {
         let path = self.upper_root.join(rel);
         let mut problem = |why: &str| {
             self.refused.push(Problem {
@@ -233,7 +238,7 @@ impl Planner<'_> {
         };
         let k = kind(st);
         if k == libc::S_IFCHR && st.st_rdev == 0 {
-            return Some(Upper::Whiteout);
+            return Some((Upper::Whiteout, false));
         }
         match k {
             libc::S_IFCHR | libc::S_IFBLK => return problem("device node"),
@@ -243,13 +248,14 @@ impl Planner<'_> {
             }
             _ => {}
         }
-        let mut opaque = false;
+        let (mut opaque, mut origin) = (false, false);
         for name in fsx::xattr_names(&path) {
             let Some(rest) = name.strip_prefix(OVERLAY_XATTR.as_bytes()) else {
                 continue;
             };
             match rest {
-                b"whiteout" if k == libc::S_IFREG => return Some(Upper::Whiteout),
+                b"whiteout" if k == libc::S_IFREG => return Some((Upper::Whiteout, false)),
+                b"origin" => origin = true,
                 b"opaque" => match fsx::xattr(&path, "trusted.overlay.opaque").as_deref() {
                     Some(b"y") => opaque = true,
                     _ => return problem("overlay opaque marker other than \"y\""),
@@ -261,11 +267,12 @@ impl Planner<'_> {
                 _ => {}
             }
         }
-        Some(match (k == libc::S_IFDIR, opaque) {
+        let what = match (k == libc::S_IFDIR, opaque) {
             (true, true) => Upper::OpaqueDir,
             (true, false) => Upper::Dir,
             (false, _) => Upper::Other,
-        })
+        };
+        Some((what, origin))
     }
 
     /// Validate a whole new subtree of the upper dir (it moves with one rename).
@@ -282,7 +289,7 @@ impl Planner<'_> {
             let Ok(Some(st)) = lstat_at(fd, &name) else {
                 continue;
             };
-            match self.classify(&rel, &st) {
+            match self.classify(&rel, &st).map(|(u, _)| u) {
                 Some(Upper::Whiteout) => self.refused.push(Problem {
                     path: rel,
                     why: "whiteout inside a new directory".into(),
@@ -359,15 +366,31 @@ impl Planner<'_> {
                 return;
             }
         };
+        // Many upper entries against a host directory not much larger: one listing of the host
+        // names instead of a failing lstat per new name (a build's 10,000 new outputs). Racy
+        // only as the lstat was: the apply step's RENAME_NOREPLACE catches a name taken since.
+        let host_names = (entries.len() >= LIST_HOST_FROM)
+            .then(|| nix::sys::stat::fstat(host).ok())
+            .flatten()
+            .filter(|st| (st.st_size as u64) <= entries.len() as u64 * 256)
+            .and_then(|_| names(host).ok())
+            .map(|v| {
+                v.into_iter()
+                    .collect::<std::collections::HashSet<OsString>>()
+            });
         for name in entries {
             let rel = rel.join(&name);
             let Ok(Some(ust)) = lstat_at(upper, &name) else {
                 continue;
             };
-            let Some(what) = self.classify(&rel, &ust) else {
+            let Some((what, has_origin)) = self.classify(&rel, &ust) else {
                 continue;
             };
-            let hst = match lstat_at(host, &name) {
+            let looked = match &host_names {
+                Some(known) if !known.contains(&name) => Ok(None),
+                _ => lstat_at(host, &name),
+            };
+            let hst = match looked {
                 Ok(h) => h,
                 Err(e) => {
                     self.conflicts.push(Problem {
@@ -413,13 +436,14 @@ impl Planner<'_> {
                     }
                     match &h {
                         Some(h) => self.check_old(host, &name, h, &rel, true),
-                        None => {
+                        None if has_origin => {
                             let origin =
                                 fsx::xattr(&self.upper_root.join(&rel), "trusted.overlay.origin");
                             if let Some(ino) = origin.as_deref().and_then(origin_ino) {
                                 self.origins.push((rel.clone(), ino));
                             }
                         }
+                        None => {}
                     }
                     self.ops
                         .push(Op::new(rel, Some(ust.st_ino), h.map(|h| h.st_ino), None));
@@ -458,30 +482,26 @@ impl Planner<'_> {
     }
 }
 
-/// Commit `kept` to its workspace: everything, or nothing (see the module docs).
-pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, CommitError> {
-    let t0 = Instant::now();
-    if kept.meta.killed {
-        return Err(CommitError::Killed(Box::new(kept)));
-    }
-    let workspace = kept.workspace().to_path_buf();
-    let upper_path = kept.upper();
-    let io = |path: &Path, e: Errno, kept: KeptUpper| CommitError::Io {
-        path: path.to_path_buf(),
-        source: e.into(),
-        kept: Box::new(kept),
-    };
-    let ws = match open_root(&workspace) {
-        Ok(fd) => fd,
-        Err(e) => return Err(io(&workspace, e, kept)),
-    };
-    let upper = match open_root(&upper_path) {
-        Ok(fd) => fd,
-        Err(e) => return Err(io(&upper_path, e, kept)),
-    };
+/// One tree's plan.
+struct Planned {
+    ops: Vec<Op>,
+    conflicts: Vec<Problem>,
+    refused: Vec<Problem>,
+    journal_bytes: u64,
+}
+
+/// Plan one tree: `host` its root, `upper` its upper dir (`upper_path` for xattrs); problems
+/// shown under `shown` (none for the workspace).
+fn plan(
+    started: [i64; 2],
+    upper_path: &Path,
+    upper: &OwnedFd,
+    host: &OwnedFd,
+    shown: Option<&Path>,
+) -> Planned {
     let mut planner = Planner {
-        started: kept.meta.started,
-        upper_root: &upper_path,
+        started,
+        upper_root: upper_path,
         ops: Vec::new(),
         conflicts: Vec::new(),
         refused: Vec::new(),
@@ -489,33 +509,102 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
         journal_bytes: 0,
         origins: Vec::new(),
     };
-    planner.walk(&upper, &ws, Path::new(""));
+    planner.walk(upper, host, Path::new(""));
     planner.split_links();
     planner.deleted_on_host();
     let Planner {
         ops,
-        conflicts,
-        refused,
+        mut conflicts,
+        mut refused,
         journal_bytes,
         ..
     } = planner;
+    if let Some(prefix) = shown {
+        for p in conflicts.iter_mut().chain(refused.iter_mut()) {
+            p.path = prefix.join(&p.path);
+        }
+    }
+    Planned {
+        ops,
+        conflicts,
+        refused,
+        journal_bytes,
+    }
+}
+
+/// Commit `kept` to its workspace and its kept `write=` trees: everything, or nothing (see the
+/// module docs).
+pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, CommitError> {
+    let t0 = Instant::now();
+    if kept.meta.killed {
+        return Err(CommitError::Killed(Box::new(kept)));
+    }
+    let workspace = kept.workspace().to_path_buf();
+    let io = |path: &Path, e: Errno, kept: KeptUpper| CommitError::Io {
+        path: path.to_path_buf(),
+        source: e.into(),
+        kept: Box::new(kept),
+    };
+    // (host root, upper dir, journal dir of a write= tree): the workspace first.
+    let mut trees: Vec<(PathBuf, PathBuf, Option<PathBuf>)> =
+        vec![(workspace.clone(), kept.upper(), None)];
+    for k in kept.meta.extra.clone() {
+        let name = k
+            .keep
+            .file_name()
+            .map(OsStr::to_os_string)
+            .unwrap_or_default();
+        let pre = k
+            .keep
+            .parent()
+            .and_then(Path::parent)
+            .map(|root| root.join("pre").join(name));
+        let Some(pre) = pre else {
+            return Err(io(&k.keep, Errno::EINVAL, kept));
+        };
+        trees.push((k.target.clone(), k.keep.join("upper"), Some(pre)));
+    }
+    let mut fds = Vec::new();
+    let mut planned = Vec::new();
+    for (root, upper_path, pre) in &trees {
+        let host = match fsx::open_host_root(root) {
+            Ok(fd) => fd,
+            Err(e) => return Err(io(root, e, kept)),
+        };
+        let upper = match open_root(upper_path) {
+            Ok(fd) => fd,
+            Err(e) => return Err(io(upper_path, e, kept)),
+        };
+        let shown = pre.as_ref().map(|_| root.as_path());
+        planned.push(plan(kept.meta.started, upper_path, &upper, &host, shown));
+        fds.push(journal::TreeFds { root: host, upper });
+    }
+    let refused: Vec<Problem> = planned
+        .iter_mut()
+        .flat_map(|p| p.refused.drain(..))
+        .collect();
     if !refused.is_empty() {
         return Err(CommitError::Refused {
             problems: refused,
             kept: Box::new(kept),
         });
     }
+    let conflicts: Vec<Problem> = planned
+        .iter_mut()
+        .flat_map(|p| p.conflicts.drain(..))
+        .collect();
     if !conflicts.is_empty() {
         return Err(CommitError::Conflict {
             problems: conflicts,
             kept: Box::new(kept),
         });
     }
-    if ops.is_empty() {
-        // Nothing reached the workspace: no journal, no flush, nothing to undo.
+    let journal_bytes = planned.iter().map(|p| p.journal_bytes).sum();
+    if planned.iter().all(|p| p.ops.is_empty()) {
+        // Nothing reached the host: no journal, no flush, nothing to undo.
         let mut kept = kept;
         kept.done = true;
-        let _ = remove_tree(&kept.dir());
+        let _ = kept.remove();
         return Ok(CommitReport {
             run_id: kept.meta.run_id.clone(),
             changes: Vec::new(),
@@ -523,10 +612,29 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
             duration: t0.elapsed(),
         });
     }
+    // Only the trees with something to do are journaled (the workspace's always is: its
+    // journal dir carries the manifest and the markers).
+    let mut planned = planned.into_iter();
+    let ws_ops = planned.next().map(|p| p.ops).unwrap_or_default();
+    let mut fds = fds.into_iter();
+    let mut used_fds: Vec<journal::TreeFds> = fds.next().into_iter().collect();
+    let mut extra = Vec::new();
+    for (((root, upper, pre), p), fd) in trees.into_iter().skip(1).zip(planned).zip(fds) {
+        if p.ops.is_empty() {
+            continue;
+        }
+        extra.push(journal::ExtraTree {
+            root,
+            upper,
+            dir: pre.unwrap_or_default(),
+            ops: p.ops,
+        });
+        used_fds.push(fd);
+    }
     // Git's lock discipline: changes under `.git/` only while cmdgate holds the repository's
     // `index.lock` (a host git holding it is waited for briefly, then it is a conflict).
-    let paths: Vec<PathBuf> = ops.iter().map(|op| op.change().path).collect();
-    let _git_lock = match gitlock::lock(&ws, &paths, kept.run_id()) {
+    let paths: Vec<PathBuf> = ws_ops.iter().map(|op| op.change().path).collect();
+    let _git_lock = match gitlock::lock(&used_fds[0].root, &paths, kept.run_id()) {
         Ok(lock) => lock,
         Err(gitlock::LockError::Busy(problem)) => {
             return Err(CommitError::Conflict {
@@ -551,13 +659,14 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
     let manifest = Manifest {
         run_id: kept.run_id().to_string(),
         workspace,
-        upper: upper_path,
+        upper: kept.upper(),
         started: kept.meta.started,
         journal_bytes,
-        ops,
+        ops: ws_ops,
+        extra,
     };
     let jdir = kept.store.journal().join(kept.run_id());
-    match journal::apply(&manifest, &jdir, &ws, &upper, config.stop_after) {
+    match journal::apply(&manifest, &jdir, &used_fds, config.stop_after) {
         Ok(()) => {}
         Err(journal::ApplyError::Stopped(n)) => {
             leave(kept); // a crash would leave the upper dir too
@@ -581,11 +690,11 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
             return Err(CommitError::Journal(e));
         }
     }
-    let changes = manifest.ops.iter().map(Op::change).collect();
-    // What remains of the upper dir (whiteouts, merged directories' skeletons) is spent.
+    let changes = manifest.changes();
+    // What remains of the upper dirs (whiteouts, merged directories' skeletons) is spent.
     let mut kept = kept;
     kept.done = true;
-    let _ = remove_tree(&kept.dir());
+    let _ = kept.remove();
     Ok(CommitReport {
         run_id: manifest.run_id,
         changes,

@@ -530,3 +530,163 @@ fn git_bookkeeping_of_a_git_command_is_clean_and_commits_into_the_real_repositor
         "clean tree after commit"
     );
 }
+
+/// A config whose `write=` path is `$HOME/.cargo/registry` (existing, with one old file).
+fn with_registry(env: &Env) -> (cmdgate_sandbox::RunConfig, std::path::PathBuf) {
+    assert!(!env.home.starts_with("/tmp"), "use Env::new_in(/var/tmp)");
+    let reg = env.home.join(".cargo/registry");
+    std::fs::create_dir_all(&reg).unwrap();
+    std::fs::write(reg.join("old"), "old\n").unwrap();
+    let mut cfg = env.config();
+    cfg.extra_writable = vec![reg.clone()];
+    (cfg, reg.canonicalize().unwrap())
+}
+
+fn run_with(env: &Env, cfg: &cmdgate_sandbox::RunConfig, cmd: &str) -> Finished {
+    let (_, err, fin) = mirrored_with(cfg, &command(env, cmd));
+    assert!(fin.run.exit == Some(0), "{cmd}: {err} {:?}", fin.run);
+    fin
+}
+
+#[test]
+fn write_paths_commit_with_the_workspace_and_undo_with_the_run_home_writes_do_not() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let (cfg, reg) = with_registry(&env);
+    let before = (tree_hash(&env.ws), tree_hash(&env.home));
+    let fin = run_with(
+        &env,
+        &cfg,
+        "mkdir $HOME/.cargo/registry/cache && echo crate > $HOME/.cargo/registry/cache/a.crate \
+         && echo new > $HOME/.cargo/registry/old && echo b > out && echo h > $HOME/elsewhere",
+    );
+    assert!(fin.run.clean, "{:?}", fin.run.why);
+    assert_eq!(fin.kept.kept_writes().collect::<Vec<_>>(), [reg.as_path()]);
+    let left: Vec<String> = fin.uncommitted_writes().map(|e| e.to_string()).collect();
+    assert!(
+        left.len() == 1 && left[0].contains("~/elsewhere"),
+        "only the $HOME write outside write= stays behind: {left:?}"
+    );
+    let kept_dirs = [fin.kept.dir()];
+    let report = commit_ok(fin);
+    assert_eq!(read(&env, "out"), "b\n");
+    assert_eq!(
+        std::fs::read_to_string(reg.join("cache/a.crate")).unwrap(),
+        "crate\n"
+    );
+    assert_eq!(std::fs::read_to_string(reg.join("old")).unwrap(), "new\n");
+    assert!(
+        !env.home.join("elsewhere").exists(),
+        "$HOME outside write= is never committed"
+    );
+    let paths: Vec<_> = report.changes.iter().map(|c| c.path.clone()).collect();
+    assert!(paths.contains(&reg.join("cache")), "{paths:?}");
+    assert!(paths.contains(&reg.join("old")), "{paths:?}");
+    assert!(paths.contains(&"out".into()), "{paths:?}");
+    assert!(kept_dirs.iter().all(|d| !d.exists()));
+    assert_eq!(commit::runs(&env.state)[0].changes.len(), 3);
+    commit::undo(&env.state, &report.run_id).expect("undo");
+    assert_eq!((tree_hash(&env.ws), tree_hash(&env.home)), before);
+}
+
+#[test]
+fn a_write_path_conflict_or_refusal_commits_nothing_anywhere() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let (cfg, reg) = with_registry(&env);
+    let before = (tree_hash(&env.ws), tree_hash(&env.home));
+    // The host changes the write= tree while the run runs: nothing of the run lands.
+    let fin = run_with(
+        &env,
+        &cfg,
+        "echo b > out && echo new > $HOME/.cargo/registry/old",
+    );
+    std::fs::write(reg.join("old"), "host edit\n").unwrap();
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Conflict { problems, kept }) => {
+            assert_eq!(problems[0].path, reg.join("old"), "{problems:?}");
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert!(!env.ws.join("out").exists());
+    std::fs::write(reg.join("old"), "old\n").unwrap();
+    // A fifo in the write= tree is refused like one in the workspace.
+    let fin = run_with(&env, &cfg, "echo b > out && mkfifo $HOME/.cargo/registry/p");
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Refused { problems, kept }) => {
+            assert_eq!(problems[0].path, reg.join("p"), "{problems:?}");
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(!env.ws.join("out").exists());
+    let _ = before;
+}
+
+#[test]
+fn a_write_path_behind_a_symlink_is_never_committed_through_it() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let (cfg, reg) = with_registry(&env);
+    let elsewhere = env._dir.path().join("elsewhere");
+    std::fs::create_dir_all(elsewhere.join("registry")).unwrap();
+    // Swapped after the run: `~/.cargo` becomes a link to another tree with a `registry`.
+    let fin = run_with(
+        &env,
+        &cfg,
+        "echo b > out && echo x > $HOME/.cargo/registry/new",
+    );
+    std::fs::rename(env.home.join(".cargo"), env.home.join(".cargo.x")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.home.join(".cargo")).unwrap();
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Io { path, kept, .. }) => {
+            assert_eq!(path, reg);
+            kept.discard().unwrap();
+        }
+        other => panic!("expected the tree to be refused, got {other:?}"),
+    }
+    assert!(
+        !elsewhere.join("registry/new").exists(),
+        "nothing through the link"
+    );
+    assert!(!env.ws.join("out").exists(), "nothing anywhere");
+    // A write= path that is behind a link when the run starts is not kept at all.
+    let fin = run_with(&env, &cfg, "echo x > $HOME/.cargo/registry/new2; true");
+    assert_eq!(fin.kept.kept_writes().count(), 0);
+    commit_ok(fin);
+    assert!(!elsewhere.join("registry/new2").exists());
+}
+
+#[test]
+fn a_crash_mid_commit_of_a_write_path_is_rolled_back_everywhere() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let (cfg, reg) = with_registry(&env);
+    env.write("t/f0", "old\n");
+    let before = (tree_hash(&env.ws), tree_hash(&env.home));
+    for stop in 1..=4 {
+        let fin = run_with(
+            &env,
+            &cfg,
+            "echo new > t/f0 && echo n > t/z && echo new > $HOME/.cargo/registry/old && \
+             echo x > $HOME/.cargo/registry/y",
+        );
+        let err = commit::commit(
+            fin.kept,
+            &CommitConfig {
+                stop_after: Some(stop),
+            },
+        );
+        assert!(matches!(err, Err(CommitError::Stopped(_))), "{err:?}");
+        let report = commit::recover(&env.state);
+        assert_eq!(report.rolled_back.len(), 1, "{report:?}");
+        assert!(report.failed.is_empty(), "{report:?}");
+        assert_eq!(
+            (tree_hash(&env.ws), tree_hash(&env.home)),
+            before,
+            "rolled back (stop {stop})"
+        );
+    }
+    let left: Vec<_> = std::fs::read_dir(&env.state)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let _ = (left, reg);
+}

@@ -28,10 +28,15 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
+        Env::new_in(&std::env::temp_dir())
+    }
+
+    /// Under `parent` (`/var/tmp` for a `write=` path: one under /tmp is scratch, never kept).
+    pub fn new_in(parent: &std::path::Path) -> Env {
         require_root();
         let dir = tempfile::Builder::new()
             .prefix("cmdgate-sb-")
-            .tempdir()
+            .tempdir_in(parent)
             .expect("tempdir");
         let ws = dir.path().join("ws");
         let home = dir.path().join("home");
