@@ -31,7 +31,7 @@ pub use pattern::{Pattern, PatternError, PatternWord};
 pub use starter::STARTER_MAP;
 pub use verify::{
     attach_signature, check_revision, sign, verify, ReplayError, SeenRevision, Snapshot, Trailer,
-    TrailerError, VerifiedMap, VerifyError, TRAILER_PREFIX, TRAILER_SUFFIX,
+    TrailerError, Unverified, VerifiedMap, VerifyError, TRAILER_PREFIX, TRAILER_SUFFIX,
 };
 
 use serde::{Deserialize, Serialize};

@@ -241,6 +241,10 @@ impl Parser {
             } else {
                 line
             };
+            // Every hidden character is outside ASCII.
+            if line.is_ascii() {
+                continue;
+            }
             if let Some(c) = line.chars().find(|&c| is_hidden(c)) {
                 self.err(
                     i + 1,
@@ -387,9 +391,9 @@ impl Parser {
                 prev = Prev::Blank;
                 continue;
             }
-            if let Some(c) = ['`', '~']
+            if let Some(c) = [('`', "```"), ('~', "~~~")]
                 .into_iter()
-                .find(|&c| t.starts_with(&format!("{c}{c}{c}")))
+                .find_map(|(c, fence)| t.starts_with(fence).then_some(c))
             {
                 let n = t.chars().take_while(|&x| x == c).count();
                 fence = Some((c, n, ln));

@@ -187,6 +187,64 @@ impl VerifiedMap {
 /// presence and position, trailer syntax, signature encoding, key and version, signature, then the
 /// map itself. Only keys in `keys` are ever used.
 pub fn verify(text: &str, keys: &PinnedKeys) -> Result<VerifiedMap, VerifyError> {
+    let signed = check_signature(text, keys)?;
+    let map = parse(text).map_err(VerifyError::InvalidMap)?;
+    Ok(signed.with(map))
+}
+
+/// A map that parsed but whose signature has not been checked: what it says may be used only to
+/// find out whether it bears on a question at all (the hook's fast path asks "could any entry of
+/// it change this command's answer?" before paying for the signature). Nothing in it is trusted;
+/// [`Unverified::verify`] is the only way to a [`VerifiedMap`], with the same checks as
+/// [`verify`]. The text and its parse cannot be separated, so the map that is verified is the map
+/// that was looked at.
+#[derive(Debug, Clone)]
+pub struct Unverified {
+    text: String,
+    map: TierMap,
+}
+
+impl Unverified {
+    /// Parses `text` without looking at its signature. A text that does not parse can never
+    /// verify either ([`verify`] parses what it verified), so its errors are final.
+    pub fn parse(text: String) -> Result<Unverified, Vec<Diagnostic>> {
+        let map = parse(&text)?;
+        Ok(Unverified { text, map })
+    }
+
+    /// What the text says, untrusted.
+    pub fn map(&self) -> &TierMap {
+        &self.map
+    }
+
+    /// [`verify`] for this text, without parsing it again.
+    pub fn verify(self, keys: &PinnedKeys) -> Result<VerifiedMap, VerifyError> {
+        let signed = check_signature(&self.text, keys)?;
+        Ok(signed.with(self.map))
+    }
+}
+
+/// A signature that checked out, before the map is attached.
+struct Signed {
+    key: String,
+    version: u32,
+    hash: ContentHash,
+}
+
+impl Signed {
+    fn with(self, map: TierMap) -> VerifiedMap {
+        VerifiedMap {
+            revision: map.revision,
+            map,
+            key: self.key,
+            key_version: self.version,
+            content_hash: self.hash,
+        }
+    }
+}
+
+/// Every check of [`verify`] but the parse.
+fn check_signature(text: &str, keys: &PinnedKeys) -> Result<Signed, VerifyError> {
     if text.len() > MAX_MAP_BYTES {
         return Err(VerifyError::TooLarge {
             len: text.len(),
@@ -239,14 +297,7 @@ pub fn verify(text: &str, keys: &PinnedKeys) -> Result<VerifiedMap, VerifyError>
     {
         return Err(VerifyError::SignatureMismatch { key, version });
     }
-    let map = parse(text).map_err(VerifyError::InvalidMap)?;
-    Ok(VerifiedMap {
-        revision: map.revision,
-        map,
-        key,
-        key_version: version,
-        content_hash: hash,
-    })
+    Ok(Signed { key, version, hash })
 }
 
 /// Signs `text` with a local key (development signer of `cmdgate up`, tests) and returns the signed

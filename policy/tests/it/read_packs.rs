@@ -27,6 +27,18 @@ fn table(pack: Pack, reads: &[&str], refused: &[&str], secrets: &[&str]) {
             ReadVerdict::PureRead,
             "[{pack}] `{cmd}` should be a read"
         );
+        // Tier 0 only adds reads: vouching for every command keeps it one (the hook does not
+        // verify a map whose tier 0 could only vouch for what is already a read).
+        let everything = |_: &[&str]| true;
+        let mut p = ReadPolicy::new(HOME);
+        p.cwd = Some(PROJECT.to_owned());
+        p.project = Some(PROJECT.to_owned());
+        p.extension = Some(&everything);
+        assert_eq!(
+            classify_analysis(&analyze(cmd, &Limits::default()), &p),
+            ReadVerdict::PureRead,
+            "[{pack}] `{cmd}` is no read when tier 0 vouches for it"
+        );
         // Switched off, the same command is not a read, and the reason names the pack.
         match verdict_with(cmd, PackSet::all().without(pack)) {
             ReadVerdict::NotRead { reason, .. } => assert!(

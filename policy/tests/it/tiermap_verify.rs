@@ -6,7 +6,7 @@ use base64::Engine as _;
 use cmdgate_policy::tiermap::{
     attach_signature, canonical_bytes, canonical_text, check_revision, content_hash, sign,
     signing_message, verify, ContentHash, PinnedKeys, ReplayError, SeenRevision, Snapshot, Tier,
-    VerifyError, MAX_MAP_BYTES,
+    Unverified, VerifyError, MAX_MAP_BYTES,
 };
 use ed25519_dalek::{Signer as _, SigningKey};
 
@@ -266,7 +266,17 @@ fn tampering_table() {
     ];
     let keys = pinned();
     for (name, text, expect) in &cases {
+        // The hook's order (parse, look, then check the signature) refuses exactly what `verify`
+        // refuses, and accepts the same map.
+        let parsed_first = Unverified::parse(text.clone()).map(|u| u.verify(&keys));
+        match &parsed_first {
+            Ok(r) => assert_eq!(kind(r), *expect, "{name} (parsed first)"),
+            Err(_) => assert_ne!(*expect, "ok", "{name}: verifies, yet does not parse"),
+        }
         let r = verify(text, &keys);
+        if let Ok(Ok(first)) = &parsed_first {
+            assert_eq!(Some(first), r.as_ref().ok(), "{name}");
+        }
         assert_eq!(
             kind(&r),
             *expect,
