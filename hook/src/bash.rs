@@ -1,19 +1,24 @@
 //! Bash commands: shell analysis, then the read classifier (built-in read list, extended by tier 0
 //! of the verified tier map). Also finds tier-3 and built-in catastrophic commands, which matter when
 //! the escape hatch is on (the daemon makes its own, fuller check otherwise).
+//!
+//! The tier map's signature is checked only when the map could change the answer (see
+//! [`classify`]); otherwise the command is answered by the built-in lists, exactly as with no map.
 
 use std::cell::Cell;
 use std::path::Path;
 
 use cmdgate_policy::decide::catastrophic::{self, Guarded};
 use cmdgate_policy::decide::paths::Base;
-use cmdgate_policy::shell::read::{self, ReadPolicy, ReadVerdict};
+use cmdgate_policy::shell::read::{self, Pack, ReadPolicy, ReadVerdict, SecretPaths};
+use cmdgate_policy::shell::Script;
 use cmdgate_policy::shell::{self, Analysis, Limits, Unanalyzable, Word};
-use cmdgate_policy::tiermap::Tier;
+use cmdgate_policy::tiermap::{Tier, TierMap};
 
 use crate::config::Config;
+use crate::memo::Memo;
 use crate::reads::Local;
-use crate::tier::{self, MapState};
+use crate::tier::{self, MapState, Seen};
 
 /// Words of an argv as text (a dynamic word as its source text, which the checks compare literally).
 fn texts(words: &[Word]) -> Vec<&str> {
@@ -36,13 +41,84 @@ fn describe(u: &Unanalyzable) -> String {
 }
 
 /// Classifies a Bash `command` string run in `cwd`.
+///
+/// The project's map is parsed first without its signature, and verified only when what it says
+/// could change the answer; otherwise the built-in lists answer, as they do with no map. A map
+/// changes the answer when
+/// - an entry of tier 1, 2 or 3 matches a command (it routes or denies what the built-in lists
+///   may allow), or its `read-packs-off:` switches off the pack of a command: checked first;
+/// - or its tier 0 would vouch for a command the read classifier asks about, and the built-in
+///   lists alone do not make the whole string a read: tier 0 only ever adds reads (a vouched
+///   command gets a subset of the built-in checks, `policy::shell::read`), so a string that is a
+///   read without it stays one with it.
+///
+/// An unverified map never widens anything: when it matters it is verified (or, failing that,
+/// treated as absent) and the string is classified again with it, exactly as before the skip.
 pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> Local {
     let analysis = shell::analyze(command, &Limits::default());
     let script = match &analysis {
         Analysis::Parsed(script) => script,
         Analysis::Unanalyzable(u) => return Local::Unanalyzable(describe(u)),
     };
-    let map = tier::load(cfg.keys_path.as_deref(), project_dir);
+    let seen = tier::read(cfg.keys_path.as_deref(), project_dir);
+    let mut secrets = None;
+    let kernel = Memo::default();
+    let at = Place {
+        cwd,
+        project_dir,
+        kernel: &kernel,
+    };
+    if seen.unverified().is_some_and(|m| restricts(m, script, cfg)) {
+        let map = tier::verify(cfg.keys_path.as_deref(), project_dir, seen);
+        return decide(script, &map, None, &at, cfg, &mut secrets).0;
+    }
+    let unused = match &seen {
+        Seen::Parsed(_) => {
+            MapState::Absent("CLAUDE_CMDS.md was not verified: none of its entries applies".into())
+        }
+        Seen::Absent(why) => MapState::Absent(why.clone()),
+    };
+    let (local, would_vouch) = decide(script, &unused, seen.unverified(), &at, cfg, &mut secrets);
+    if would_vouch && !matches!(local, Local::Read { .. }) {
+        let map = tier::verify(cfg.keys_path.as_deref(), project_dir, seen);
+        return decide(script, &map, None, &at, cfg, &mut secrets).0;
+    }
+    local
+}
+
+/// Whether `map` (unverified) routes or denies a command of `script` (tiers 1–3), or switches off
+/// a read pack one of its commands belongs to: the lookups [`decide`] makes with a verified map
+/// (the read classifier judges a pack by the command's name, the last component of `argv[0]`).
+fn restricts(map: &TierMap, script: &Script, cfg: &Config) -> bool {
+    let on = map.read_packs(cfg.read_packs);
+    let switched_off: Vec<&str> = Pack::ALL
+        .iter()
+        .filter(|p| cfg.read_packs.contains(**p) && !on.contains(**p))
+        .flat_map(|p| p.commands().iter().copied())
+        .collect();
+    script.commands.iter().any(|cmd| {
+        let argv = texts(&cmd.argv);
+        let name = argv.first().map(|c| c.rsplit('/').next().unwrap_or(c));
+        name.is_some_and(|n| switched_off.contains(&n))
+            || matches!(map.classify(&argv), Some((tier, _)) if tier != Tier::Read)
+    })
+}
+
+/// Classifies `script` with `map` (verified, or absent with why). With `probe` (the map's
+/// unverified parse, only beside an absent map) the second value says whether its tier 0 would
+/// have vouched for a command the read classifier asked about; it is never used to decide.
+/// `secrets` keeps the compiled secret table between calls.
+fn decide(
+    script: &Script,
+    map: &MapState,
+    probe: Option<&TierMap>,
+    at: &Place<'_>,
+    cfg: &Config,
+    secrets: &mut Option<SecretPaths>,
+) -> (Local, bool) {
+    let Place {
+        cwd, project_dir, ..
+    } = *at;
     let verified = map.verified();
 
     // Strictest first: tier 3 and the built-in catastrophic list; any tier-1/2 entry means the
@@ -52,7 +128,12 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         let argv = texts(&cmd.argv);
         if let Some((tier, entry)) = verified.and_then(|v| v.map.classify(&argv)) {
             match tier {
-                Tier::Deny => return Local::Catastrophic(format!("tier 3 rule {}", entry.rule())),
+                Tier::Deny => {
+                    return (
+                        Local::Catastrophic(format!("tier 3 rule {}", entry.rule())),
+                        false,
+                    )
+                }
                 Tier::Ask | Tier::Sandbox => {
                     operator_routes.get_or_insert_with(|| format!("{tier} rule {}", entry.rule()));
                 }
@@ -77,11 +158,17 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         own_paths: &own_paths,
     };
     // Words judged where they resolve too: a link or hard link to cmdgate's own files is them.
-    if let Some(c) = catastrophic::find_with(script, guarded, &crate::kernel::Kernel) {
-        return Local::Catastrophic(format!("{} (built-in:{})", c.what, c.rule));
+    if let Some(c) = catastrophic::find_with(script, guarded, at.kernel) {
+        return (
+            Local::Catastrophic(format!("{} (built-in:{})", c.what, c.rule)),
+            false,
+        );
     }
     if let Some(why) = operator_routes {
-        return Local::Route(format!("the tier map puts it in {why}"));
+        return (
+            Local::Route(format!("the tier map puts it in {why}")),
+            false,
+        );
     }
 
     // Built field by field: `ReadPolicy::new` would compile the secret table once more only to
@@ -90,7 +177,9 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         home: home.trim_end_matches('/').to_owned(),
         cwd: Some(cwd.display().to_string()),
         project: Some(root_s.clone()),
-        secrets: crate::secrets::policy_secrets(&home, &cfg.extra_secrets),
+        secrets: secrets
+            .take()
+            .unwrap_or_else(|| crate::secrets::policy_secrets(&home, &cfg.extra_secrets)),
         extension: None,
         listing: None,
         packs: cfg.read_packs,
@@ -106,8 +195,18 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         }
         read
     };
+    // The unverified map's tier 0, asked the same question and never believed.
+    let would_vouch = Cell::new(false);
+    let probe_tier0 = |argv: &[&str]| {
+        if probe.is_some_and(|m| matches!(m.classify(argv), Some((Tier::Read, _)))) {
+            would_vouch.set(true);
+        }
+        false
+    };
     if verified.is_some() {
         policy.extension = Some(&tier0);
+    } else if probe.is_some() {
+        policy.extension = Some(&probe_tier0);
     }
     // A recursive search of the working directory or project root is judged by listing it
     // (the policy's recursive rule 3). The listing is made only when it decides: a first pass
@@ -127,14 +226,39 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
             verdict = read::classify(script, &policy);
         }
     }
+    let local = judge(script, verdict, map, &vouched, &mut policy, at, cfg);
+    *secrets = Some(policy.secrets);
+    (local, would_vouch.get())
+}
+
+/// Where the command runs, and the file system as this call sees it.
+struct Place<'a> {
+    cwd: &'a Path,
+    project_dir: &'a Path,
+    kernel: &'a Memo,
+}
+
+/// The answer for the read classifier's `verdict`.
+fn judge(
+    script: &Script,
+    verdict: ReadVerdict,
+    map: &MapState,
+    vouched: &Cell<bool>,
+    policy: &mut ReadPolicy<'_>,
+    at: &Place<'_>,
+    cfg: &Config,
+) -> Local {
+    let project_dir = at.project_dir;
     // What the words are on disk (links, hard links) and where `git` runs.
     if verdict == ReadVerdict::PureRead {
-        if let Some(why) = crate::own::bash_read(script, cwd, project_dir, cfg, &policy.secrets) {
+        if let Some(why) =
+            crate::own::bash_read(script, at.cwd, project_dir, cfg, &policy.secrets, at.kernel)
+        {
             return Local::Route(format!("not a read as the file system resolves it: {why}"));
         }
     }
     match verdict {
-        ReadVerdict::PureRead => match &map {
+        ReadVerdict::PureRead => match map {
             // About to allow on the map's word: it must not be a replay of an older revision.
             MapState::Verified(v) if vouched.get() => {
                 match crate::replay::check(
@@ -157,7 +281,7 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
                             "tier 0 of CLAUDE_CMDS.md revision {} is not used by the hook: {why}",
                             v.revision
                         );
-                        match read::classify(script, &policy) {
+                        match read::classify(script, policy) {
                             ReadVerdict::PureRead => Local::Read {
                                 rule: format!("built-in read list ({unused})"),
                                 tiermap_revision: None,
@@ -181,7 +305,7 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
                 tiermap_revision: None,
             },
         },
-        ReadVerdict::NotRead { reason, .. } => match &map {
+        ReadVerdict::NotRead { reason, .. } => match map {
             MapState::Verified(_) => Local::Route(format!("not a read: {reason}")),
             MapState::Absent(why) => Local::Route(format!(
                 "not a read: {reason}; no verified tier map extends the reads: {why}"

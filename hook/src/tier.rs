@@ -3,12 +3,18 @@
 //! hook keeps no state: before it uses tier 0 for a local allow, `replay::check` compares the map
 //! with the revisions the daemon published as accepted (a replayed older map is not used locally);
 //! tiers 1–3 only ever route or deny more, so they are used as they are.
+//!
+//! Two steps, because the signature is most of what the map costs (pinned keys, SHA-256 of the
+//! canonical bytes, ed25519: about 0.6 M instructions a call) and most commands are answered the
+//! same with or without the map: [`read`] parses the file unverified, `bash.rs` asks whether any
+//! entry of it could change this command's answer, and only then [`verify`] checks the signature.
+//! Nothing read unverified ever widens an answer: a map that is not verified is no map.
 
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use cmdgate_policy::tiermap::{self, PinnedKeys, VerifiedMap, MAX_MAP_BYTES};
+use cmdgate_policy::tiermap::{self, PinnedKeys, Unverified, VerifiedMap, MAX_MAP_BYTES};
 
 /// Largest pinned-keys file read: a handful of lines.
 const MAX_KEYS_BYTES: usize = 64 * 1024;
@@ -25,6 +31,25 @@ impl MapState {
         match self {
             MapState::Verified(v) => Some(v),
             MapState::Absent(_) => None,
+        }
+    }
+}
+
+/// The map on disk before its signature is checked.
+#[derive(Debug)]
+pub enum Seen {
+    /// It parsed; what it says is untrusted until [`verify`].
+    Parsed(Box<Unverified>),
+    /// No map the hook could use, and why: it would not verify either.
+    Absent(String),
+}
+
+impl Seen {
+    /// What the map says, untrusted.
+    pub fn unverified(&self) -> Option<&tiermap::TierMap> {
+        match self {
+            Seen::Parsed(u) => Some(u.map()),
+            Seen::Absent(_) => None,
         }
     }
 }
@@ -46,9 +71,47 @@ fn read_small(path: &Path, max: usize) -> io::Result<Option<String>> {
         .map_err(|_| io::Error::other("not UTF-8"))
 }
 
-/// Loads and verifies `project_dir/CLAUDE_CMDS.md` against the keys at `keys_path`. Without keys the
-/// map is not even read.
-pub fn load(keys_path: Option<&Path>, project_dir: &Path) -> MapState {
+/// Reads and parses `project_dir/CLAUDE_CMDS.md`, without checking its signature. Without a
+/// pinned-keys location no map can verify, so it is not even read.
+pub fn read(keys_path: Option<&Path>, project_dir: &Path) -> Seen {
+    if keys_path.is_none() {
+        return Seen::Absent("no pinned-keys location".into());
+    }
+    let map_path = project_dir.join(tiermap::FILE_NAME);
+    // The map is the file at the project root itself: a link (written through, or pointing at a
+    // map kept elsewhere) or a file with other names is not it.
+    match std::fs::symlink_metadata(&map_path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Seen::Absent(format!("{} is a symbolic link", map_path.display()))
+        }
+        Ok(m) if std::os::unix::fs::MetadataExt::nlink(&m) > 1 => {
+            return Seen::Absent(format!("{} has other hard links", map_path.display()))
+        }
+        _ => {}
+    }
+    let text = match read_small(&map_path, MAX_MAP_BYTES) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Seen::Absent(format!("no {}", map_path.display())),
+        Err(e) => return Seen::Absent(format!("{}: {e}", map_path.display())),
+    };
+    match Unverified::parse(text) {
+        Ok(u) => Seen::Parsed(Box::new(u)),
+        Err(diags) => {
+            let first = diags.first().map(ToString::to_string).unwrap_or_default();
+            Seen::Absent(format!(
+                "{} does not verify: it is not a valid tier map: {first}",
+                map_path.display()
+            ))
+        }
+    }
+}
+
+/// Checks the signature of what [`read`] found against the keys at `keys_path`.
+pub fn verify(keys_path: Option<&Path>, project_dir: &Path, seen: Seen) -> MapState {
+    let unverified = match seen {
+        Seen::Parsed(u) => u,
+        Seen::Absent(why) => return MapState::Absent(why),
+    };
     let Some(keys_path) = keys_path else {
         return MapState::Absent("no pinned-keys location".into());
     };
@@ -68,23 +131,7 @@ pub fn load(keys_path: Option<&Path>, project_dir: &Path) -> MapState {
         }
     };
     let map_path = project_dir.join(tiermap::FILE_NAME);
-    // The map is the file at the project root itself: a link (written through, or pointing at a
-    // map kept elsewhere) or a file with other names is not it.
-    match std::fs::symlink_metadata(&map_path) {
-        Ok(m) if m.file_type().is_symlink() => {
-            return MapState::Absent(format!("{} is a symbolic link", map_path.display()))
-        }
-        Ok(m) if std::os::unix::fs::MetadataExt::nlink(&m) > 1 => {
-            return MapState::Absent(format!("{} has other hard links", map_path.display()))
-        }
-        _ => {}
-    }
-    let text = match read_small(&map_path, MAX_MAP_BYTES) {
-        Ok(Some(t)) => t,
-        Ok(None) => return MapState::Absent(format!("no {}", map_path.display())),
-        Err(e) => return MapState::Absent(format!("{}: {e}", map_path.display())),
-    };
-    match tiermap::verify(&text, &keys) {
+    match unverified.verify(&keys) {
         Ok(v) => MapState::Verified(Box::new(v)),
         Err(e) => MapState::Absent(format!("{} does not verify: {e}", map_path.display())),
     }

@@ -246,6 +246,88 @@ fn a_tampered_or_unpinned_map_extends_nothing() {
     assert!(reason.contains("no pinned keys"), "{reason}");
 }
 
+/// Signs `text` (a whole map) with the test key, writes it into the workspace and pins the key.
+fn sign_whole(w: &World, text: &str) -> String {
+    let key = SigningKey::from_bytes(&[7; 32]);
+    let signed = tiermap::sign(text, "cmdgate-tiermap", 1, &key).expect("sign");
+    std::fs::write(w.path("work/CLAUDE_CMDS.md"), &signed).unwrap();
+    let mut keys = PinnedKeys::new();
+    keys.pin("cmdgate-tiermap", 1, key.verifying_key())
+        .expect("pin");
+    std::fs::create_dir_all(w.path("config")).unwrap();
+    std::fs::write(w.path("config/trusted-keys"), keys.to_file_string()).unwrap();
+    signed
+}
+
+/// The hook checks the map's signature only when the map could change the answer (a tier-0 entry
+/// for a command the built-in list does not read, any tier-1/2/3 entry that matches, a pack
+/// switched off). Each of those answers follows the signature: the same map, once with its
+/// signature and once with one byte of prose changed (so it no longer verifies), gives the
+/// verified map's answer and then the built-in list's. A built-in read the map does not restrict
+/// is answered by the built-in list either way, without the map's revision.
+#[test]
+fn the_signature_is_checked_whenever_the_map_changes_the_answer() {
+    const TEXT: &str = "---\nrevision: 5\nread-packs-off: gh\n---\n\n# Commands\n\n\
+                        ## Tier 0 — read\n\n- `make docs`\n- `ls *`\n\n\
+                        ## Tier 2 — ask\n\n- `git log *`\n\n\
+                        ## Tier 3 — deny\n\n- `cat notes.txt`\n";
+    let run = |w: &World, command: &str| w.run(&w.pre("Bash", bash(command)), &[]).decision();
+    let w = World::new();
+    let signed = sign_whole(&w, TEXT);
+    std::fs::write(w.path("work/notes.txt"), "hello").unwrap();
+
+    // Verified: each entry decides.
+    let (d, reason) = run(&w, "make docs");
+    assert_eq!(d, "allow", "tier 0 extends the reads: {reason}");
+    assert!(reason.contains("revision 5"), "{reason}");
+    let (d, reason) = run(&w, "git log -3");
+    assert_eq!(d, "deny", "tier 2 routes a built-in read: {reason}");
+    assert!(reason.contains("tier 2"), "{reason}");
+    let (d, reason) = run(&w, "cat notes.txt");
+    assert_eq!(d, "deny", "tier 3: {reason}");
+    assert!(reason.contains("tier 3"), "{reason}");
+    let (d, reason) = run(&w, "gh pr view 12");
+    assert_eq!(d, "deny", "read-packs-off: {reason}");
+    assert!(reason.contains("switched off"), "{reason}");
+    // `ls *` in tier 0 changes nothing for `ls -la`, a built-in read: no signature needed.
+    let (d, reason) = run(&w, "ls -la");
+    assert_eq!(d, "allow", "{reason}");
+    assert!(
+        reason.contains("built-in read list") && !reason.contains("revision"),
+        "{reason}"
+    );
+
+    // One byte of prose changed: the map no longer verifies and decides nothing.
+    std::fs::write(
+        w.path("work/CLAUDE_CMDS.md"),
+        signed.replace("# Commands", "# Commandz"),
+    )
+    .unwrap();
+    let (d, reason) = run(&w, "make docs");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("does not verify"), "{reason}");
+    for command in ["git log -3", "cat notes.txt", "gh pr view 12", "ls -la"] {
+        let (d, reason) = run(&w, command);
+        assert_eq!(d, "allow", "{command}: {reason}");
+        assert!(reason.contains("built-in read list"), "{command}: {reason}");
+    }
+    // Its tier 0 is never used for a command it would widen, whatever it says.
+    std::fs::write(
+        w.path("work/CLAUDE_CMDS.md"),
+        signed.replace("`make docs`", "`make *`"),
+    )
+    .unwrap();
+    let (d, reason) = run(&w, "make install");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("does not verify"), "{reason}");
+    // A map that does not parse is no map.
+    std::fs::write(w.path("work/CLAUDE_CMDS.md"), "---\nrevision: x\n---\n").unwrap();
+    let (d, reason) = run(&w, "make docs");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("not a valid tier map"), "{reason}");
+    assert_eq!(run(&w, "git log -3").0, "allow");
+}
+
 #[test]
 fn escape_hatch_still_denies_tier_three_and_catastrophic_commands() {
     let mut w = World::new();
