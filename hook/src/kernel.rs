@@ -24,6 +24,15 @@ impl PathResolver for Kernel {
 
 /// Resolves an absolute path component by component.
 pub fn resolve(path: &str) -> Resolution {
+    resolve_with(path, &|p| std::fs::symlink_metadata(p))
+}
+
+/// [`resolve`], with `lstat` asking the kernel about one path (the hook remembers the answers of
+/// one call, `hook/src/memo.rs`).
+pub fn resolve_with(
+    path: &str,
+    lstat: &dyn Fn(&str) -> std::io::Result<std::fs::Metadata>,
+) -> Resolution {
     let unknown = |why: String| Resolution::Unknown { why };
     if !path.starts_with('/') {
         return unknown(format!("{path:?} is not absolute"));
@@ -50,7 +59,7 @@ pub fn resolve(path: &str) -> Resolution {
             _ => {}
         }
         let cand = format!("{cur}/{part}");
-        let meta = match std::fs::symlink_metadata(&cand) {
+        let meta = match lstat(&cand) {
             Ok(m) => m,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 let mut rest = cand;
@@ -95,7 +104,7 @@ pub fn resolve(path: &str) -> Resolution {
         }
     }
     let real = if cur.is_empty() { "/".to_owned() } else { cur };
-    match std::fs::symlink_metadata(&real) {
+    match lstat(&real) {
         Ok(m) => Resolution::Exists {
             kind: if m.is_dir() {
                 Kind::Dir

@@ -9,6 +9,7 @@ pub mod config;
 pub mod gate;
 pub mod input;
 pub mod kernel;
+mod memo;
 pub mod output;
 mod own;
 mod reads;

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use cmdgate_policy::decide::kernel::{tool_path_doubt, OwnPaths, PathDoubt};
+use cmdgate_policy::decide::kernel::{tool_path_doubt, OwnPaths, PathDoubt, PathResolver};
 use cmdgate_policy::decide::paths::Base;
 use cmdgate_policy::decide::reach::bash_risk;
 use cmdgate_policy::decide::Tool;
@@ -13,7 +13,7 @@ use cmdgate_policy::shell::Script;
 
 use crate::config::Config;
 use crate::input::HookCall;
-use crate::kernel::Kernel;
+use crate::memo::Memo;
 use crate::reads::Local;
 
 /// cmdgate's own paths as the hook knows them: the shared list, plus the spool in use and the hook
@@ -45,8 +45,9 @@ pub fn tool_call(call: &HookCall, cfg: &Config, project_dir: &Path) -> Option<Lo
         home: &home,
         cwd: &call.cwd,
     };
-    let own = OwnPaths::resolve(&own_paths(cfg), &project_dir.display().to_string(), &Kernel);
-    tool_path_doubt(&tool, base, &own, &Kernel).map(|d| match d {
+    let kernel = Memo::default();
+    let own = OwnPaths::resolve(&own_paths(cfg), &project_dir.display().to_string(), &kernel);
+    tool_path_doubt(&tool, base, &own, &kernel).map(|d| match d {
         PathDoubt::Own(why) => Local::Catastrophic(format!("{why} (built-in:cmdgate-own-path)")),
         PathDoubt::Other(why) => Local::Route(why),
     })
@@ -59,6 +60,7 @@ pub fn bash_read(
     project_dir: &Path,
     cfg: &Config,
     secrets: &cmdgate_policy::shell::read::SecretPaths,
+    kernel: &dyn PathResolver,
 ) -> Option<String> {
     let home = home(cfg);
     let cwd = cwd.display().to_string();
@@ -71,6 +73,6 @@ pub fn bash_read(
         base,
         &project_dir.display().to_string(),
         secrets,
-        &Kernel,
+        kernel,
     )
 }
