@@ -8,7 +8,10 @@
 //!
 //! Run: `cargo bench -p cmdgate-hook --bench floor` (`HOOK_BENCH_RUNS=N`, default 400;
 //! `HOOK_BENCH_BIN=path` to measure another build of the hook, e.g. the one `cargo build
-//! --release` made). Needs `cc` with a static libc (`libc6-dev`).
+//! --release` made, or `path:path…` to measure several in the same runs (floor, first, second …
+//! in turn, a row each), for a before/after on a loaded machine; `HOOK_BENCH_DIR=dir` builds the project there and keeps it, with each case's
+//! stdin as `case-N.json` and its environment as `env`, for `strace` or `perf` by hand). Needs
+//! `cc` with a static libc (`libc6-dev`).
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -187,13 +190,17 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(400);
-    let other = std::env::var_os("HOOK_BENCH_BIN").map(PathBuf::from);
-    let hook = other
-        .as_deref()
-        .unwrap_or(Path::new(env!("CARGO_BIN_EXE_cmdgate-hook")));
+    let hooks: Vec<PathBuf> = match std::env::var("HOOK_BENCH_BIN") {
+        Ok(list) => list.split(':').map(PathBuf::from).collect(),
+        Err(_) => vec![PathBuf::from(env!("CARGO_BIN_EXE_cmdgate-hook"))],
+    };
     let callgrind = std::env::var_os("HOOK_BENCH_CALLGRIND").is_some_and(|v| v == "1");
     let dir = tempfile::tempdir().expect("tempdir");
-    let root = dir.path();
+    let kept = std::env::var_os("HOOK_BENCH_DIR").map(PathBuf::from);
+    if let Some(k) = &kept {
+        std::fs::create_dir_all(k).expect("HOOK_BENCH_DIR");
+    }
+    let root = kept.as_deref().unwrap_or(dir.path());
     let floor = build_floor(root);
     let work = root.join("work");
     signed_project(root, &work);
@@ -207,60 +214,84 @@ fn main() {
         ("CMDGATE_HOME".into(), path("data")),
         ("CLAUDE_PROJECT_DIR".into(), work.display().to_string()),
     ];
+    if kept.is_some() {
+        let lines: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        std::fs::write(root.join("env"), lines.concat()).expect("write env");
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    println!("hook: {}", hook.display());
+    for (i, hook) in hooks.iter().enumerate() {
+        println!("hook {}: {}", i + 1, hook.display());
+    }
     println!(
         "{runs} alternating runs per program and case after 20 warm-up runs; load average at start: {}\n",
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     println!("| case | decision | hook median | floor median | ratio | goal | hook peak RSS | floor peak RSS | instructions hook / floor |");
     println!("|---|---|---|---|---|---|---|---|---|");
-    for (name, command, goal) in CASES {
+    for (case, (name, command, goal)) in CASES.iter().enumerate() {
         let stdin = serde_json::to_vec(&json!({
             "session_id": "bench", "transcript_path": "/dev/null", "cwd": work.display().to_string(),
             "permission_mode": "default", "hook_event_name": "PreToolUse", "tool_name": "Bash",
             "tool_input": {"command": command, "description": "bench"}, "tool_use_id": "toolu_bench",
         }))
         .expect("encode");
+        if kept.is_some() {
+            std::fs::write(root.join(format!("case-{case}.json")), &stdin).expect("write stdin");
+        }
         for _ in 0..20 {
             run_once(&floor, &env, &stdin);
-            run_once(hook, &env, &stdin);
+            for hook in &hooks {
+                run_once(hook, &env, &stdin);
+            }
         }
-        let (mut h, mut f) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
-        let mut decision = String::new();
+        let mut f = Vec::with_capacity(runs);
+        let mut h: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); hooks.len()];
+        let mut decisions = vec![String::new(); hooks.len()];
         for _ in 0..runs {
             f.push(run_once(&floor, &env, &stdin).0);
-            let (d, out) = run_once(hook, &env, &stdin);
-            h.push(d);
-            if decision.is_empty() {
-                let v: serde_json::Value = serde_json::from_slice(&out).expect("hook answers JSON");
-                decision = v["hookSpecificOutput"]["permissionDecision"]
-                    .as_str()
-                    .unwrap_or("?")
-                    .to_string();
+            for (i, hook) in hooks.iter().enumerate() {
+                let (d, out) = run_once(hook, &env, &stdin);
+                h[i].push(d);
+                if decisions[i].is_empty() {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(&out).expect("hook answers JSON");
+                    decisions[i] = v["hookSpecificOutput"]["permissionDecision"]
+                        .as_str()
+                        .unwrap_or("?")
+                        .to_string();
+                }
             }
         }
-        let (hm, fm) = (median(&mut h), median(&mut f));
+        let fm = median(&mut f);
         let rss =
             |p| peak_rss_kib(p, &env, &stdin).map_or("n/a".to_string(), |k| format!("{k} KiB"));
-        let ir = if callgrind {
-            match (
-                instructions(hook, &env, &stdin),
-                instructions(&floor, &env, &stdin),
-            ) {
-                (Some(a), Some(b)) => format!("{a} / {b}"),
-                _ => "n/a".into(),
-            }
-        } else {
-            "-".into()
-        };
-        println!(
-            "| {name} | {decision} | {} | {} | {:.2}× | ≤ {goal}× | {} | {} | {ir} |",
-            us(hm),
-            us(fm),
-            hm.as_secs_f64() / fm.as_secs_f64(),
-            rss(hook),
-            rss(&floor),
-        );
+        for (i, hook) in hooks.iter().enumerate() {
+            let hm = median(&mut h[i]);
+            let ir = if callgrind {
+                match (
+                    instructions(hook, &env, &stdin),
+                    instructions(&floor, &env, &stdin),
+                ) {
+                    (Some(a), Some(b)) => format!("{a} / {b}"),
+                    _ => "n/a".into(),
+                }
+            } else {
+                "-".into()
+            };
+            let label = if hooks.len() > 1 {
+                format!("{name} (hook {})", i + 1)
+            } else {
+                (*name).to_string()
+            };
+            println!(
+                "| {label} | {} | {} | {} | {:.2}× | ≤ {goal}× | {} | {} | {ir} |",
+                decisions[i],
+                us(hm),
+                us(fm),
+                hm.as_secs_f64() / fm.as_secs_f64(),
+                rss(hook),
+                rss(&floor),
+            );
+        }
     }
 }
