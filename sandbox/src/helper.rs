@@ -798,13 +798,24 @@ impl UpperGuard {
 fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
     let mut paths = cfg.masks.clone();
+    let mut secret_dirs = Vec::new();
     if cfg.mask_secrets {
         // Computed here, right before the mounts, so the list is what exists now.
         let secrets =
             crate::secrets::secret_masks(cfg.home.as_deref(), &cfg.workspace, &cfg.secret_paths)
                 .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))?;
+        secret_dirs = secrets.clone();
         paths.extend(secrets.into_iter().filter(|p| !cfg.masks.contains(p)));
     }
+    // Placeholders (entry names) only in secret directories: cmdgate's own masked dirs (config,
+    // data, sockets) list nothing.
+    let placeholder_ok = |p: &Path| {
+        secret_dirs.iter().any(|s| p.starts_with(s))
+            && !cfg
+                .masks
+                .iter()
+                .any(|m| p.starts_with(m) || m.starts_with(p))
+    };
     let keep: Vec<&Path> = std::iter::once(cfg.workspace.as_path())
         .chain(cfg.home.as_deref())
         .collect();
@@ -822,6 +833,11 @@ fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
         match std::fs::symlink_metadata(&path) {
             Ok(m) => out.push(crate::setup::Mask {
                 dir: m.is_dir(),
+                entries: if m.is_dir() && placeholder_ok(&path) {
+                    placeholders(&path)
+                } else {
+                    Vec::new()
+                },
                 path,
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -829,6 +845,25 @@ fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
         }
     }
     Ok(out)
+}
+
+/// A masked directory's entry names on the host (at most `maskwatch::PLACEHOLDERS`; UTF-8 names
+/// only), for the placeholders that let the mask watch see an open of one (`setup` step 6b).
+fn placeholders(dir: &Path) -> Vec<(String, bool)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, bool)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let dir = e.file_type().ok()?.is_dir();
+            Some((name, dir))
+        })
+        .take(crate::maskwatch::PLACEHOLDERS)
+        .collect();
+    out.sort();
+    out
 }
 
 /// `path` as masks that leave every `keep` path visible: `path` itself when it contains none of

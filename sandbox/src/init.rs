@@ -64,6 +64,14 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         report.send(&InitMessage::SetupFailed { message: chain(&e) });
         return 1;
     }
+    // Opens through the masks are queued from here on and drained once the command is gone.
+    let masks: Vec<(&Path, bool)> = args
+        .plan
+        .masks
+        .iter()
+        .map(|m| (m.path.as_path(), m.dir))
+        .collect();
+    let watch = crate::maskwatch::MaskWatch::new(&masks);
     // SIGCHLD arrives through a signalfd so one poll waits for children and notifications.
     let mut mask = nix::sys::signal::SigSet::empty();
     mask.add(nix::sys::signal::Signal::SIGCHLD);
@@ -138,6 +146,9 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     );
     report.send(&status);
     for e in leftovers() {
+        report.send(&InitMessage::Effect(e));
+    }
+    for e in watch.iter().flat_map(|w| w.drain()) {
         report.send(&InitMessage::Effect(e));
     }
     0

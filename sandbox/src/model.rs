@@ -185,6 +185,13 @@ pub enum Effect {
         #[serde(with = "lossless_path")]
         path: PathBuf,
     },
+    /// The command opened a masked path (a secret, cmdgate's own files): it found an empty file
+    /// or directory (`maskwatch`). Not dirty: the mask answered it; the audit names it.
+    MaskedOpen {
+        /// The path as the command named it (inside the mirror, which shows host paths).
+        #[serde(with = "lossless_path")]
+        path: PathBuf,
+    },
     /// A cgroup limit was reached (memory, pids).
     LimitHit {
         /// Which limit.
@@ -209,6 +216,7 @@ impl Effect {
             | Effect::Network { .. }
             | Effect::Blocked { .. }
             | Effect::ReadOnlyWrite { .. }
+            | Effect::MaskedOpen { .. }
             | Effect::LimitHit { .. } => None,
         }
     }
@@ -277,6 +285,9 @@ impl std::fmt::Display for Effect {
                 write!(f, "write to read-only {} ({syscall})", path.display())
             }
             Effect::LimitHit { limit, detail } => write!(f, "limit {limit} hit: {detail}"),
+            Effect::MaskedOpen { path } => {
+                write!(f, "opened masked {} (found it empty)", path.display())
+            }
         }
     }
 }

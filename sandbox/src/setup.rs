@@ -57,8 +57,15 @@ pub struct MountPlan {
 pub struct Mask {
     /// Absolute path.
     pub path: PathBuf,
-    /// A directory (covered by an empty read-only tmpfs); otherwise covered by /dev/null.
+    /// A directory (covered by an empty read-only tmpfs); otherwise covered by an empty read-only
+    /// placeholder file.
     pub dir: bool,
+    /// A directory's entries on the host (name, is a directory), at most
+    /// `maskwatch::PLACEHOLDERS`: the tmpfs gets an empty placeholder for each, so opening
+    /// `~/.ssh/id_rsa` opens an empty file the mask watch sees instead of failing unseen. Names
+    /// only, never content.
+    #[serde(default)]
+    pub entries: Vec<(String, bool)>,
 }
 
 /// Device nodes the mirror's /dev gets (bound from the host's /dev).
@@ -222,12 +229,21 @@ pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupEr
 
     // 6b. Masks: cmdgate's own sockets, config and state (and any secret the operator lists)
     //     are unreachable, even read-only: a command that wrote its own admin client approved
-    //     its own requests. After the overlays, so a mask inside $HOME covers the home overlay;
-    //     before /dev, so /dev/null is still the host's. A path missing in the mirror (under the
-    //     fresh /tmp or /run) is already unreachable.
+    //     its own requests. After the overlays, so a mask inside $HOME covers the home overlay.
+    //     A path missing in the mirror (under the fresh /tmp or /run) is already unreachable.
+    //     Every mask is its own mount of a tmpfs (a directory's, or the one empty placeholder
+    //     file on the scratch tmpfs, bound read-only over files), so the mask watch
+    //     (`maskwatch`, fanotify mount marks) sees each open through it.
+    let placeholder = plan.scratch.join("masked-file");
+    if plan.masks.iter().any(|m| !m.dir) {
+        sys.create_file(&placeholder)
+            .map_err(|e| SetupError::Mask(placeholder.clone(), e))?;
+    }
     for m in &plan.masks {
         let target = inside(root, &m.path);
-        let result = if m.dir {
+        let result = if m.dir && !m.entries.is_empty() {
+            populated_mask(sys, &target, &m.entries)
+        } else if m.dir {
             sys.mount(
                 Some(Path::new("tmpfs")),
                 &target,
@@ -236,13 +252,21 @@ pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupEr
                 Some("size=4k,mode=0555"),
             )
         } else {
-            sys.mount(
-                Some(Path::new("/dev/null")),
-                &target,
-                None,
-                MsFlags::MS_BIND,
-                None,
-            )
+            sys.mount(Some(&placeholder), &target, None, MsFlags::MS_BIND, None)
+                .and_then(|()| {
+                    sys.mount(
+                        None,
+                        &target,
+                        None,
+                        MsFlags::MS_BIND
+                            | MsFlags::MS_REMOUNT
+                            | MsFlags::MS_RDONLY
+                            | MsFlags::MS_NOSUID
+                            | MsFlags::MS_NODEV
+                            | MsFlags::MS_NOEXEC,
+                        None,
+                    )
+                })
         };
         match result {
             Ok(()) | Err(Errno::ENOENT) => {}
@@ -346,6 +370,41 @@ pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupEr
     Ok(())
 }
 
+/// A directory mask with placeholders: an empty tmpfs, one empty file or directory per host
+/// entry name (never a name with a separator), then read-only.
+fn populated_mask<S: Syscall>(
+    sys: &S,
+    target: &Path,
+    entries: &[(String, bool)],
+) -> Result<(), Errno> {
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    sys.mount(
+        Some(Path::new("tmpfs")),
+        target,
+        Some("tmpfs"),
+        flags,
+        Some("size=4k,mode=0555"),
+    )?;
+    for (name, dir) in entries {
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+            continue;
+        }
+        let at = target.join(name);
+        if *dir {
+            sys.mkdir(&at, 0o555)?;
+        } else {
+            sys.create_file(&at)?;
+        }
+    }
+    sys.mount(
+        None,
+        target,
+        None,
+        flags | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        None,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,10 +436,21 @@ mod tests {
                 Mask {
                     path: PathBuf::from("/home/u/.config/cmdgate"),
                     dir: true,
+                    entries: Vec::new(),
                 },
                 Mask {
                     path: PathBuf::from("/home/u/cmdgate.sock"),
                     dir: false,
+                    entries: Vec::new(),
+                },
+                Mask {
+                    path: PathBuf::from("/home/u/.ssh"),
+                    dir: true,
+                    entries: vec![
+                        ("id_rsa".into(), false),
+                        ("keys".into(), true),
+                        ("../escape".into(), false),
+                    ],
                 },
             ],
         }
@@ -465,13 +535,30 @@ mod tests {
         );
         let mask_sock = position(
             &calls,
-            |c| matches!(c, Call::Mount { source: Some(s), target, .. } if s == Path::new("/dev/null") && target == Path::new("/s/run1/root/home/u/cmdgate.sock")),
+            |c| matches!(c, Call::Mount { source: Some(s), target, .. } if s == Path::new("/s/run1/masked-file") && target == Path::new("/s/run1/root/home/u/cmdgate.sock")),
         );
         let dev = position(
             &calls,
             |c| matches!(c, Call::Mount { target, .. } if target == Path::new("/s/run1/root/dev")),
         );
         assert!(ws < mask_dir && mask_dir < mask_sock && mask_sock < dev);
+        // A masked directory's placeholders: tmpfs, the entries, then read-only; a name with a
+        // separator is never created.
+        let ssh = Path::new("/s/run1/root/home/u/.ssh");
+        let ssh_tmpfs = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, fstype: Some(t), flags, .. } if target == ssh && t == "tmpfs" && !flags.contains(MsFlags::MS_RDONLY)),
+        );
+        let key = position(&calls, |c| *c == Call::CreateFile(ssh.join("id_rsa")));
+        let sub = position(&calls, |c| *c == Call::Mkdir(ssh.join("keys")));
+        let ssh_ro = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, flags, .. } if target == ssh && flags.contains(MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY)),
+        );
+        assert!(ssh_tmpfs < key && key < sub && sub < ssh_ro && ssh_ro < dev);
+        assert!(!calls
+            .iter()
+            .any(|c| matches!(c, Call::CreateFile(p) if p.to_string_lossy().contains("escape"))));
         let sys_ro = position(
             &calls,
             |c| matches!(c, Call::SetAttr(p, a, _) if p.ends_with("proc/sys") && a & MOUNT_ATTR_RDONLY != 0),

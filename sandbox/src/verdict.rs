@@ -116,6 +116,9 @@ pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<S
             Effect::Network { allowed: true, .. } => None,
             Effect::Blocked { .. } => Some("refused by the syscall filter"),
             Effect::ReadOnlyWrite { .. } => Some("tried to write outside the writable trees"),
+            // The mask answered it (an empty file or directory): opaque code that tries to read
+            // a secret simply finds nothing. Named in the audit, never a reason to roll back.
+            Effect::MaskedOpen { .. } => None,
             _ => fs_reason(e, cfg, tracked),
         };
         if let Some(reason) = reason {

@@ -85,16 +85,47 @@ fn opaque_code_in_a_mirrored_run_reads_no_secret() {
     let (code, text) = mirrored(&g, "py", PY_READER);
     assert_eq!(code, Some(0), "{text}");
     assert_no_secret(&text);
-    assert!(
-        text.contains("id_rsa unreadable"),
-        "~/.ssh is an empty dir: {text}"
-    );
+    // A masked directory holds an empty placeholder per host entry (so the open is seen).
+    assert!(text.contains("id_rsa ''"), "~/.ssh/id_rsa is empty: {text}");
     assert!(text.contains(".env ''"), ".env is an empty file: {text}");
-    assert!(
-        text.contains("token unreadable"),
-        "~/vault is an empty dir: {text}"
-    );
+    assert!(text.contains("token ''"), "~/vault/token is empty: {text}");
     assert!(text.contains("opsecret ''"), "{text}");
+    // Each open is named: on the client's last line and in the run's audit row (issue 14).
+    assert!(
+        text.contains("tried to open paths cmdgate masks")
+            && text.contains("~/.ssh/id_rsa")
+            && text.contains("~/.aws/credentials"),
+        "{text}"
+    );
+    let row = g
+        .audit("run")
+        .into_iter()
+        .find(|r| r["tool_use_id"] == "py")
+        .expect("run row");
+    let detail: serde_json::Value =
+        serde_json::from_str(row["sandbox"].as_str().expect("sandbox detail")).unwrap();
+    let opened: Vec<&str> = detail["masked_opens"]
+        .as_array()
+        .expect("masked_opens")
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for p in [
+        "~/.ssh/id_rsa",
+        "~/.aws/credentials",
+        "~/vault/token",
+        "~/ops/opsecret",
+    ] {
+        assert!(opened.contains(&p), "{p} not in {opened:?}");
+    }
+    assert!(
+        opened.iter().any(|p| p.ends_with("/proj/.env")),
+        "{opened:?}"
+    );
+    assert_eq!(
+        row["decision"], "committed",
+        "a masked open is not dirty: {row}"
+    );
 
     // A script the agent wrote, and a Makefile: the hook sees only `sh leak.sh` and `make`.
     let targets = "~/.ssh/id_rsa ~/.aws/credentials .env ~/vault/token ~/ops/opsecret";
@@ -106,11 +137,10 @@ fn opaque_code_in_a_mirrored_run_reads_no_secret() {
     let (code, text) = mirrored(&g, "sh", "sh leak.sh");
     assert_eq!(code, Some(0), "{text}");
     assert_no_secret(&text);
+    // The masked directories list their entries' names (placeholders), never their content.
     assert!(
-        !text
-            .lines()
-            .any(|l| ["id_rsa", "credentials", "token"].contains(&l.trim())),
-        "the masked directories list nothing: {text}"
+        text.lines().any(|l| l.trim() == "id_rsa"),
+        "the placeholders are listed: {text}"
     );
     std::fs::write(
         g.proj.join("Makefile"),
@@ -120,9 +150,10 @@ fn opaque_code_in_a_mirrored_run_reads_no_secret() {
     let (code, text) = mirrored(&g, "make", "make leak");
     assert_eq!(code, Some(0), "{text}");
     assert_no_secret(&text);
-    assert!(
-        !g.proj.join("stolen").exists(),
-        "nothing to steal was committed"
+    assert_eq!(
+        std::fs::read_to_string(g.proj.join("stolen")).unwrap_or_default(),
+        "",
+        "nothing to steal was committed (the copy of a placeholder is empty)"
     );
 
     // The host's files are untouched and each run has its row.

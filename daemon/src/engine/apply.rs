@@ -11,6 +11,8 @@
 //! code later or change the gate; the diff shows them, and the apply refuses naming them unless
 //! the operator passes `--include-protected` (recorded on the row).
 
+use std::path::Path;
+
 use cmdgate_policy::decide::protected::{effect_refusal, protected, Touch};
 use cmdgate_sandbox::commit::{self, ApplyError as LibApplyError, DiffLimits, FileChange, RunDiff};
 use serde::{Deserialize, Serialize};
@@ -71,6 +73,21 @@ pub enum DiffError {
     NotFound(String),
     #[error("{0}")]
     Failed(String),
+}
+
+/// The masked paths a run opened (`Effect::MaskedOpen`), `~/`-relative under the agent's home.
+pub(crate) fn masked_opens(effects: &[cmdgate_sandbox::Effect], home: &str) -> Vec<String> {
+    let home = Path::new(home);
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            cmdgate_sandbox::Effect::MaskedOpen { path } => Some(match path.strip_prefix(home) {
+                Ok(rest) if !home.as_os_str().is_empty() => format!("~/{}", rest.display()),
+                _ => path.display().to_string(),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Protected paths a diff would place, each with its reason.

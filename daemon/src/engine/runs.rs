@@ -429,6 +429,21 @@ impl Runs {
         }
         detail["status"] = serde_json::json!(outcome.status.as_str());
         detail["effects"] = serde_json::to_value(&effects).unwrap_or_default();
+        let masked = crate::engine::apply::masked_opens(&effects, &issued.home);
+        if !masked.is_empty() {
+            detail["masked_opens"] = serde_json::json!(masked);
+            let line = format!(
+                "cmdgate: `{}` tried to open paths cmdgate masks (secrets, cmdgate's own files); \
+                 in the mirror they are empty: {}. If the command needs one, ask the user.",
+                issued.command,
+                masked.join(", ")
+            );
+            outcome.message = if outcome.message.is_empty() {
+                line
+            } else {
+                format!("{} {line}", outcome.message)
+            };
+        }
         outcome.detail = detail;
         outcome
     }

@@ -260,13 +260,15 @@ except OSError as e:
         "SECRET-NETRC",
         "SECRET-DOTENV",
         "SECRET-OPERATOR",
-        "id_rsa'",
         "ssh dir writable",
     ] {
         assert!(!out.contains(leak), "{leak} reachable:\n{out}\n{err}");
     }
     assert!(out.contains("VISIBLE-SOURCE"), "{out}\n{err}");
-    assert!(out.contains("ssh dir []"), "{out}\n{err}");
+    // The names of a masked directory's entries are placeholders (so an open of one is seen),
+    // never their content.
+    assert!(out.contains("ssh dir ['id_rsa']"), "{out}\n{err}");
+    assert!(out.contains("/.ssh/id_rsa ''"), "{out}\n{err}");
     assert!(out.contains("ssh dir read-only"), "{out}\n{err}");
     // Nothing of the masks becomes a file effect, and the host files are untouched. (Not
     // `clean`: the upper-dir guard also counts free space on the test machine's disk.)
@@ -277,6 +279,40 @@ except OSError as e:
         .filter(|e| e.location().is_some())
         .collect();
     assert!(files.is_empty(), "{files:?}");
+    // Every open of a masked path is an effect that names it (and makes nothing dirty).
+    let opened: Vec<String> = fin
+        .run
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            cmdgate_sandbox::Effect::MaskedOpen { path } => Some(path.display().to_string()),
+            _ => None,
+        })
+        .collect();
+    println!("masked opens: {opened:?}");
+    let home = env.home.canonicalize().expect("home");
+    let ws = env.ws.canonicalize().expect("ws");
+    for p in [
+        home.join(".ssh/id_rsa"),
+        home.join(".ssh"),
+        home.join(".aws/credentials"),
+        home.join(".netrc"),
+        home.join("vault/token"),
+        ws.join(".env"),
+        ws.join("app/.env.production"),
+    ] {
+        assert!(
+            opened.contains(&p.display().to_string()),
+            "{} not reported: {opened:?}",
+            p.display()
+        );
+    }
+    assert!(!opened.iter().any(|p| p.contains("main.py")), "{opened:?}");
+    assert!(
+        !fin.run.why.iter().any(|w| w.contains("masked")),
+        "a masked open is not a reason: {:?}",
+        fin.run.why
+    );
     fin.kept.discard().expect("discard");
     assert_eq!(
         std::fs::read_to_string(env.ws.join(".env")).expect("read"),
