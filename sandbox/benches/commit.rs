@@ -77,8 +77,20 @@ fn main() {
     std::fs::create_dir(ws.join("target")).expect("mkdir");
     let cfg = config(&ws, &state, &home);
     const RUNS: usize = 40;
+    // `CMDGATE_BENCH_COMMIT_ONLY=1`: the commit table alone (and a short one under callgrind,
+    // `CMDGATE_BENCH_ROUNDS=1`, with `--toggle-collect` on `commit::commit`).
+    if std::env::var_os("CMDGATE_BENCH_COMMIT_ONLY").is_none() {
+        bench_true(&cfg, &ws, RUNS);
+    }
+    bench_commit(&cfg, &ws, &state);
+}
 
-    let bare = time(RUNS, || {
+fn bench_true(cfg: &RunConfig, ws: &Path, runs: usize) {
+    let cfg = cfg.clone();
+    let ws = ws.to_path_buf();
+    let runs_n = runs;
+
+    let bare = time(runs_n, || {
         Command::new("true").status().expect("true");
     });
     let bwrap = Command::new("bwrap")
@@ -86,7 +98,7 @@ fn main() {
         .output()
         .is_ok()
         .then(|| {
-            time(RUNS, || {
+            time(runs_n, || {
                 Command::new("bwrap")
                     .args(["--unshare-all", "--die-with-parent", "--ro-bind", "/", "/"])
                     .args([
@@ -102,11 +114,11 @@ fn main() {
                     .expect("bwrap");
             })
         });
-    let test_run = time(RUNS, || {
+    let test_run = time(runs_n, || {
         let r = cmdgate_sandbox::run(&cfg, "true").expect("test-run");
         assert!(r.clean);
     });
-    let today = time(RUNS, || {
+    let today = time(runs_n, || {
         let r = cmdgate_sandbox::run(&cfg, "true").expect("test-run");
         assert!(r.clean);
         Command::new("bash")
@@ -114,25 +126,25 @@ fn main() {
             .status()
             .expect("real run");
     });
-    let mirrored = time(RUNS, || {
+    let mirrored = time(runs_n, || {
         let fin = mirror::start(&cfg, &cmd(&ws, "true"))
             .and_then(|r| r.wait())
             .expect("mirrored run");
         assert!(fin.run.clean);
         fin.kept.discard().expect("discard");
     });
-    let mirrored_commit = time(RUNS, || {
+    let mirrored_commit = time(runs_n, || {
         let fin = mirror::start(&cfg, &cmd(&ws, "true"))
             .and_then(|r| r.wait())
             .expect("mirrored run");
         commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
     });
-    println!("| `true`, 1,000-file workspace | median of {RUNS} |");
+    println!("| `true`, 1,000-file workspace | median of {runs_n} |");
     println!("|---|---|");
     println!("| bare `true` | {} |", ms(bare));
     println!(
         "| `bash -c true` bare | {} |",
-        ms(time(RUNS, || {
+        ms(time(runs_n, || {
             Command::new("bash")
                 .args(["-c", "true"])
                 .status()
@@ -156,8 +168,14 @@ fn main() {
         "| mirrored run + commit (nothing to commit) | {} |",
         ms(mirrored_commit)
     );
+}
 
-    println!("\n| commit of 10,000 new files | median of 9 (commit only) | per file |");
+fn bench_commit(cfg: &RunConfig, ws: &Path, state: &Path) {
+    let rounds: usize = std::env::var("CMDGATE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9);
+    println!("\n| commit of 10,000 new files | median of {rounds} (commit only) | per file |");
     println!("|---|---|---|");
     for (what, script) in [
         (
@@ -170,8 +188,8 @@ fn main() {
         ),
     ] {
         let mut times = Vec::new();
-        for _ in 0..9 {
-            let fin = mirror::start(&cfg, &cmd(&ws, script))
+        for _ in 0..rounds {
+            let fin = mirror::start(cfg, &cmd(ws, script))
                 .and_then(|r| r.wait())
                 .expect("mirrored run");
             assert_eq!(fin.run.exit, Some(0));
@@ -179,7 +197,7 @@ fn main() {
             let report = commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
             times.push(t.elapsed());
             // Put the workspace back for the next round (outside the timing).
-            commit::undo(&state, &report.run_id).expect("undo");
+            commit::undo(state, &report.run_id).expect("undo");
         }
         let m = median(times);
         println!(

@@ -353,14 +353,12 @@ impl Runs {
             let cfg = self.commit.clone();
             let state_dir = self.state_dir.clone();
             let limits = self.journal;
-            let committed = tokio::task::spawn_blocking(move || {
-                let done = commit::commit(kept, &cfg);
-                if done.is_ok() {
-                    commit::prune(&state_dir, &limits);
-                }
-                done
-            })
-            .await;
+            let committed = tokio::task::spawn_blocking(move || commit::commit(kept, &cfg)).await;
+            if matches!(committed, Ok(Ok(_))) {
+                // Off the run's critical path (it reads every journaled manifest); safe while
+                // other runs commit.
+                tokio::task::spawn_blocking(move || commit::prune(&state_dir, &limits));
+            }
             match committed {
                 Ok(Ok(report)) => {
                     detail["commit"] = serde_json::to_value(&report).unwrap_or_default();

@@ -249,14 +249,17 @@ pub(crate) fn apply(
         mkdir_private(&t.dir).map_err(jio)?;
         std::fs::create_dir(t.dir.join("pre")).map_err(jio)?;
     }
-    // The new content must be on disk before any of it becomes the host's.
+    // A complete manifest without `committed` is what `recover` rolls back (`state_of`); a torn
+    // one means no step ran. It is written before the flush below, which makes it durable with
+    // the new content: the journal dir is in the workspace's store, on the same filesystem as
+    // the workspace's upper dir (no fsync of its own, no `applying` marker: four fsyncs less).
+    let manifest = serde_json::to_vec(m).map_err(|e| jio(std::io::Error::other(e)))?;
+    std::fs::write(jdir.join("manifest.json"), &manifest).map_err(jio)?;
+    // The new content (and the manifest, the pre dirs) must be on disk before any of it
+    // becomes the host's.
     for (t, fd) in trees.iter().zip(fds) {
         fsx::syncfs(&fd.upper).map_err(|e| ApplyError::Io(t.upper.to_path_buf(), e.into()))?;
     }
-    let manifest = serde_json::to_vec(m).map_err(|e| jio(std::io::Error::other(e)))?;
-    // A complete manifest without `committed` is what `recover` rolls back (`state_of`): no
-    // separate `applying` marker (two fsyncs less). A torn manifest means no step ran.
-    write_synced(&jdir.join("manifest.json"), &manifest).map_err(jio)?;
     let mut steps = 0usize;
     let mut result = Ok(());
     for (t, fd) in trees.iter().zip(fds) {

@@ -8,8 +8,8 @@
 //!        the start, whole subtree for a replaced/deleted directory), a host directory that is no
 //!        longer one, or a hard-linked file whose other names would keep the old content ⇒
 //!        conflict. Any problem ⇒ Err, nothing touched.
-//! apply  syncfs (new content durable) → journal manifest (synced; without `committed` it means
-//!        "applying") → per tree (the workspace, then each kept `write=` path) and entry:
+//! apply  journal manifest (without `committed` it means "applying") → syncfs (new content and
+//!        manifest durable) → per tree (the workspace, then each kept `write=` path) and entry:
 //!        re-check, rename the host entry into journal/pre/N (atomic, keeps the inode), rename
 //!        the upper entry in with RENAME_NOREPLACE (a name taken meanwhile ⇒ conflict ⇒ rollback)
 //!        → syncfs → `committed` marker. Every host path is reached from the workspace fd one
