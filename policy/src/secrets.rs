@@ -20,6 +20,7 @@
 //! classifier decides them ([`crate::shell::read`], `NotReadReason::EnvironmentDump`), and
 //! `/proc/*/environ` is in this table.
 
+use crate::shell::read::Comp;
 pub use crate::shell::read::SecretPaths;
 
 /// What kind of secret an entry protects (for docs, tests and the mirror's reports).
@@ -386,8 +387,13 @@ impl SecretPaths {
     /// The built-in table for `home`, plus the operator's `extra` patterns (`CMDGATE_SECRET_PATHS`,
     /// `secret_paths` in the daemon's config).
     pub fn builtin<S: AsRef<str>>(home: &str, extra: &[S]) -> SecretPaths {
-        let mut patterns: Vec<&str> = SECRET_PATTERNS.to_vec();
-        patterns.extend(extra.iter().map(AsRef::as_ref));
-        SecretPaths::new(&patterns, home)
+        // The table's text is borrowed, not copied: the hook compiles it on every call.
+        let mut patterns: Vec<Comp> = SECRET_PATTERNS.iter().copied().map(Comp::Table).collect();
+        patterns.extend(
+            extra
+                .iter()
+                .map(|p| Comp::Shared(std::sync::Arc::from(p.as_ref()))),
+        );
+        SecretPaths::compile(&patterns, home)
     }
 }

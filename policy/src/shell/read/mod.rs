@@ -39,7 +39,7 @@ use std::fmt;
 
 pub use packs::{Pack, PackSet, PackVerdict};
 pub use recursive::{DirListing, SearchSite, TreeRisk, MAX_LISTING};
-pub use secrets::SecretPaths;
+pub use secrets::{Comp, SecretPaths};
 
 use super::types::{Analysis, RedirectKind, Script, SimpleCommand, Word};
 use commands::{Dyn, Refusal};

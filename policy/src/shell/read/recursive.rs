@@ -31,7 +31,7 @@
 //! are not counted as exclusions: both are configuration the agent can change, and Claude Code's
 //! Grep passes `--hidden`.
 
-use super::secrets::{normalized, SecretPaths};
+use super::secrets::{normalized, Comp, SecretPaths};
 
 /// The most entries a listing may have for rule 3; a longer one leaves the place not a read.
 pub const MAX_LISTING: usize = 4096;
@@ -185,7 +185,7 @@ impl SearchSite<'_> {
         listing: &dyn DirListing,
         dir: &str,
         shown: &str,
-        tails: Option<&[&[String]]>,
+        tails: Option<&[&[Comp]]>,
         budget: &mut usize,
     ) -> Result<(), TreeRisk> {
         if *budget == 0 {
@@ -199,7 +199,7 @@ impl SearchSite<'_> {
         let dir = dir.trim_end_matches('/');
         for entry in &entries {
             let entry_shown = format!("{}/{entry}", shown.trim_end_matches('/'));
-            let nexts: Vec<&[String]> = match tails {
+            let nexts: Vec<&[Comp]> = match tails {
                 None => {
                     if self.secrets.secret_name(entry) {
                         return Err(TreeRisk::SecretEntry(entry_shown));

@@ -7,23 +7,81 @@
 //! every file they could match. Symlinks cannot be seen without IO: a link to a secret is not
 //! caught. The list itself is [`crate::secrets::SECRET_TABLE`].
 
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
 use crate::secrets::NOT_SECRET_NAMES;
+
+/// One component (or name pattern) of a compiled secret list: borrowed from the built-in table,
+/// or shared (the home directory's components, the operator's extra paths). Compiling the table
+/// copies no text: the hook compiles it on every call, where a string per component cost a
+/// quarter of a fast-path read.
+#[derive(Clone)]
+pub enum Comp {
+    /// Text of the built-in table.
+    Table(&'static str),
+    /// Text made at run time.
+    Shared(Arc<str>),
+}
+
+impl Deref for Comp {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Comp::Table(s) => s,
+            Comp::Shared(s) => s,
+        }
+    }
+}
+
+impl PartialEq for Comp {
+    fn eq(&self, other: &Comp) -> bool {
+        **self == **other
+    }
+}
+
+impl fmt::Debug for Comp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+/// The components of a pattern, borrowing from the table's text when it is the table's.
+fn comps_of(p: &Comp) -> Vec<Comp> {
+    match p {
+        Comp::Table(s) => components(s).into_iter().map(Comp::Table).collect(),
+        Comp::Shared(s) => components(s)
+            .into_iter()
+            .map(|c| Comp::Shared(Arc::from(c)))
+            .collect(),
+    }
+}
+
+/// `p` in lower case, borrowed when it already is.
+fn lower_of(p: &Comp) -> Comp {
+    if p.bytes().any(|b| b.is_ascii_uppercase()) {
+        Comp::Shared(Arc::from(p.to_ascii_lowercase()))
+    } else {
+        p.clone()
+    }
+}
 
 /// A compiled secret list for one home directory.
 #[derive(Debug, Clone)]
 pub struct SecretPaths {
     /// Anchored patterns as absolute components (`~` already replaced by the home directory).
-    anchored: Vec<Vec<String>>,
+    anchored: Vec<Vec<Comp>>,
     /// The part of each anchored pattern below the home directory (or all of it for `/…`
     /// patterns): found anywhere inside an argument, it is a secret even when the argument is
     /// relative to a directory we do not know (`../.ssh/id_rsa`).
-    tails: Vec<Vec<String>>,
+    tails: Vec<Vec<Comp>>,
     /// Per tail: does it come from a `/…` pattern? Such a tail is only looked for in a relative
     /// path from an unknown directory, or one that climbs (`../../etc/shadow`); a path known to be
     /// elsewhere (`/home/me/proj/root`, or `root` in a known cwd) is judged by `anchored` alone.
     rooted: Vec<bool>,
     /// File-name patterns matched against every component (lower case).
-    names: Vec<String>,
+    names: Vec<Comp>,
     /// The same patterns sorted by shape, for the literal case on the hook's fast path.
     shapes: NameShapes,
 }
@@ -33,34 +91,39 @@ pub struct SecretPaths {
 #[derive(Debug, Clone, Default)]
 struct NameShapes {
     /// No wildcard: the whole name.
-    exact: Vec<String>,
+    exact: Vec<Comp>,
     /// `*` then literal text (`*.pem`): the literal suffix.
-    suffix: Vec<String>,
+    suffix: Vec<Comp>,
     /// Literal text then `*` (`.env.*`): the literal prefix.
-    prefix: Vec<String>,
+    prefix: Vec<Comp>,
     /// Anything else (`client_secret*.json`, `?`).
-    general: Vec<String>,
+    general: Vec<Comp>,
 }
 
 impl NameShapes {
-    fn add(&mut self, n: &str) {
+    fn add(&mut self, n: &Comp) {
         let wild = |s: &str| s.contains(['*', '?']);
+        // The part after or before the `*`, borrowed like the whole.
+        let part = |start: usize, end: usize| match n {
+            Comp::Table(s) => Comp::Table(&s[start..end]),
+            Comp::Shared(s) => Comp::Shared(Arc::from(&s[start..end])),
+        };
         if !wild(n) {
-            self.exact.push(n.to_owned());
-        } else if let Some(rest) = n.strip_prefix('*').filter(|r| !wild(r)) {
-            self.suffix.push(rest.to_owned());
-        } else if let Some(rest) = n.strip_suffix('*').filter(|r| !wild(r)) {
-            self.prefix.push(rest.to_owned());
+            self.exact.push(n.clone());
+        } else if n.strip_prefix('*').is_some_and(|r| !wild(r)) {
+            self.suffix.push(part(1, n.len()));
+        } else if n.strip_suffix('*').is_some_and(|r| !wild(r)) {
+            self.prefix.push(part(0, n.len() - 1));
         } else {
-            self.general.push(n.to_owned());
+            self.general.push(n.clone());
         }
     }
 
     /// Does the literal, lower-cased name `lower` match one of the patterns?
     fn literal(&self, lower: &str) -> bool {
-        (self.exact.iter().any(|e| e == lower)
-            || self.suffix.iter().any(|s| lower.ends_with(s.as_str()))
-            || self.prefix.iter().any(|p| lower.starts_with(p.as_str()))
+        (self.exact.iter().any(|e| &**e == lower)
+            || self.suffix.iter().any(|s| lower.ends_with(&**s))
+            || self.prefix.iter().any(|p| lower.starts_with(&**p))
             || self
                 .general
                 .iter()
@@ -72,6 +135,15 @@ impl NameShapes {
 impl SecretPaths {
     /// Compile `patterns` (see the module docs) for the home directory `home`.
     pub fn new<S: AsRef<str>>(patterns: &[S], home: &str) -> SecretPaths {
+        let patterns: Vec<Comp> = patterns
+            .iter()
+            .map(|p| Comp::Shared(Arc::from(p.as_ref())))
+            .collect();
+        SecretPaths::compile(&patterns, home)
+    }
+
+    /// [`SecretPaths::new`] for patterns that may borrow the built-in table's text.
+    pub(crate) fn compile(patterns: &[Comp], home: &str) -> SecretPaths {
         let mut out = SecretPaths {
             anchored: Vec::new(),
             tails: Vec::new(),
@@ -79,23 +151,27 @@ impl SecretPaths {
             names: Vec::new(),
             shapes: NameShapes::default(),
         };
-        let home_comps = owned(home);
+        let home_comps = comps_of(&Comp::Shared(Arc::from(home)));
         for p in patterns {
-            let p = p.as_ref();
-            if let Some(rest) = p.strip_prefix("~/") {
-                let tail = owned(rest);
-                let mut full = home_comps.clone();
+            if p.starts_with("~/") {
+                let rest = match p {
+                    Comp::Table(s) => Comp::Table(&s[2..]),
+                    Comp::Shared(s) => Comp::Shared(Arc::from(&s[2..])),
+                };
+                let tail = comps_of(&rest);
+                let mut full = Vec::with_capacity(home_comps.len() + tail.len());
+                full.extend(home_comps.iter().cloned());
                 full.extend(tail.iter().cloned());
                 out.anchored.push(full);
                 out.tails.push(tail);
                 out.rooted.push(false);
             } else if p.starts_with('/') {
-                let full = owned(p);
+                let full = comps_of(p);
                 out.tails.push(full.clone());
                 out.rooted.push(true);
                 out.anchored.push(full);
             } else if !p.is_empty() {
-                let lower = p.to_ascii_lowercase();
+                let lower = lower_of(p);
                 out.shapes.add(&lower);
                 out.names.push(lower);
             }
@@ -108,10 +184,10 @@ impl SecretPaths {
     /// wildcards and the question is whether any file it matches could be a secret.
     pub fn matches(&self, path: &str, cwds: &[String], glob: bool) -> bool {
         let may_match = |a: &str, b: &str| may_match(a, b, glob);
-        let prefix_matches = |path: &[&str], pattern: &[String]| {
+        let prefix_matches = |path: &[&str], pattern: &[Comp]| {
             path.len() >= pattern.len() && pattern.iter().zip(path).all(|(p, c)| may_match(c, p))
         };
-        let contains_run = |path: &[&str], run: &[String]| {
+        let contains_run = |path: &[&str], run: &[Comp]| {
             !run.is_empty()
                 && path
                     .windows(run.len())
@@ -230,7 +306,7 @@ impl SecretPaths {
 
     /// The rest of every anchored secret path whose tail starts with the entry `name`: `[]` for
     /// `.ssh` (of `~/.ssh`), `["gh"]` for `.config` (of `~/.config/gh`). Case is ignored.
-    pub fn tails_after<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s [String]> + 's {
+    pub fn tails_after<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s [Comp]> + 's {
         // `/…` tails name one place, not a name found anywhere: the listed directory is not `/`
         // (rule 1 refuses a search of any place above an anchored secret).
         self.tails
@@ -305,10 +381,6 @@ fn components(p: &str) -> Vec<&str> {
     p.split('/')
         .filter(|c| !c.is_empty() && *c != ".")
         .collect()
-}
-
-fn owned(p: &str) -> Vec<String> {
-    components(p).into_iter().map(str::to_owned).collect()
 }
 
 /// Resolve `..` lexically.
