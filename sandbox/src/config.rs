@@ -118,6 +118,11 @@ pub struct RunConfig {
     /// `modules/`, the `.git` entry itself) never is, for any command.
     #[serde(default)]
     pub git_bookkeeping: bool,
+    /// Secret paths this run may read after all (a tier-map entry's `unmask=`): a secret mask at
+    /// or below one is not mounted, and a masked secret directory holding one masks its other
+    /// entries instead. Never applies to [`RunConfig::masks`] (cmdgate's own paths).
+    #[serde(default)]
+    pub unmask: Vec<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -162,6 +167,7 @@ impl RunConfig {
             mask_secrets: true,
             secret_paths: Vec::new(),
             git_bookkeeping: false,
+            unmask: Vec::new(),
         }
     }
 }

@@ -797,7 +797,15 @@ impl UpperGuard {
 /// the workspace is refused (it would hide what the command must work on).
 fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
-    let mut paths = cfg.masks.clone();
+    // (path, is a secret mask): only secret masks yield to the entry's `unmask` paths.
+    let mut paths: Vec<(PathBuf, bool)> = cfg.masks.iter().map(|p| (p.clone(), false)).collect();
+    // The unmasked paths as spelled and where their links lead (the secret masks are resolved).
+    let mut unmask = cfg.unmask.clone();
+    unmask.extend(
+        cfg.unmask
+            .iter()
+            .filter_map(|u| std::fs::canonicalize(u).ok()),
+    );
     let mut secret_dirs = Vec::new();
     if cfg.mask_secrets {
         // Computed here, right before the mounts, so the list is what exists now.
@@ -805,7 +813,12 @@ fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
             crate::secrets::secret_masks(cfg.home.as_deref(), &cfg.workspace, &cfg.secret_paths)
                 .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))?;
         secret_dirs = secrets.clone();
-        paths.extend(secrets.into_iter().filter(|p| !cfg.masks.contains(p)));
+        paths.extend(
+            secrets
+                .into_iter()
+                .filter(|p| !cfg.masks.contains(p) && !unmask.iter().any(|u| p.starts_with(u)))
+                .map(|p| (p, true)),
+        );
     }
     // Placeholders (entry names) only in secret directories: cmdgate's own masked dirs (config,
     // data, sockets) list nothing.
@@ -819,15 +832,22 @@ fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let keep: Vec<&Path> = std::iter::once(cfg.workspace.as_path())
         .chain(cfg.home.as_deref())
         .collect();
+    // A secret directory that holds an unmasked path masks its other entries.
+    let keep_unmasked: Vec<&Path> = keep
+        .iter()
+        .copied()
+        .chain(unmask.iter().map(PathBuf::as_path))
+        .collect();
     let mut split = Vec::new();
-    for path in &paths {
+    for (path, secret) in &paths {
         if !path.is_absolute() || *path == cfg.workspace {
             return Err(HelperError::Invalid(format!(
                 "mask {} is relative or the workspace itself",
                 path.display()
             )));
         }
-        mask_around(path, &keep, &mut split)?;
+        let kept = if *secret { &keep_unmasked } else { &keep };
+        mask_around(path, kept, &mut split)?;
     }
     for path in split {
         match std::fs::symlink_metadata(&path) {

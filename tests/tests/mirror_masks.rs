@@ -257,3 +257,46 @@ fn the_test_run_of_a_direct_entry_masks_the_same() {
         serde_json::from_str(row["sandbox"].as_str().unwrap()).unwrap();
     assert_eq!(sandbox["clean"], true, "{sandbox}");
 }
+
+#[test]
+fn an_entry_that_unmasks_a_secret_reads_it_and_only_it_and_explain_says_so() {
+    let mut g = at_home();
+    g.init_signed();
+    let map = g.proj.join("CLAUDE_CMDS.md");
+    let text = std::fs::read_to_string(&map).unwrap();
+    let text = text.replacen(
+        "- `cargo build *`",
+        "- `python3 publish.py` — unmask=~/.npmrc\n- `cargo build *`",
+        1,
+    );
+    std::fs::write(&map, text).unwrap();
+    g.resign();
+    std::fs::write(g.home.join(".npmrc"), "NPM-TOKEN-VALUE\n").unwrap();
+    std::fs::create_dir_all(g.home.join(".ssh")).unwrap();
+    std::fs::write(g.home.join(".ssh/id_rsa"), "SSH-KEY-SECRET\n").unwrap();
+    g.start();
+    std::fs::write(
+        g.proj.join("publish.py"),
+        "import os\nh = os.environ['HOME']\nfor p in ['/.npmrc', '/.ssh/id_rsa']:\n    \
+         try: print(p, repr(open(h + p).read()))\n    except OSError as e: print(p, e.errno)\n",
+    )
+    .unwrap();
+    let (code, text) = mirrored(&g, "pub", "python3 publish.py");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("NPM-TOKEN-VALUE"),
+        "the entry unmasks ~/.npmrc: {text}"
+    );
+    assert!(!text.contains("SSH-KEY-SECRET"), "{text}");
+    // The same code under another command (no `unmask=`) reads nothing.
+    let (_, text) = mirrored(&g, "other", "python3 ./publish.py");
+    assert!(!text.contains("NPM-TOKEN-VALUE"), "{text}");
+    // `cmdgate explain` names what the entry unmasks.
+    let explained = g.cli_json(&["explain", "--json", "--", "python3", "publish.py"]);
+    println!("{explained:#}");
+    assert_eq!(
+        explained["outcome"]["unmask"],
+        serde_json::json!(["~/.npmrc"]),
+        "{explained}"
+    );
+}

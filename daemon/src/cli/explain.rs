@@ -122,6 +122,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             "timeout_s": plan.options.timeout.map(|t| t.as_secs()),
             "network": plan.options.network,
             "extra_writable": plan.options.extra_writable,
+            "unmask": plan.options.unmask,
             "edit_tracked": plan.options.edit_tracked,
             "direct": plan.options.direct,
             "then": then(plan.options.direct),
@@ -205,7 +206,8 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 );
             }
             println!(
-                "options   timeout {}, network {}, extra writable {:?}, tracked edits {}",
+                "options   timeout {}, network {}, extra writable {:?}, unmasked secrets {:?}, \
+                 tracked edits {}",
                 plan.options
                     .timeout
                     .map(|t| format!("{} s", t.as_secs()))
@@ -216,6 +218,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                     "none"
                 },
                 plan.options.extra_writable,
+                plan.options.unmask,
                 if plan.options.edit_tracked {
                     "allowed"
                 } else {

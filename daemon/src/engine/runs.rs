@@ -170,7 +170,7 @@ impl Runs {
                 None => PathBuf::from(p),
             })
             .collect();
-        self.scope.apply(&mut cfg, &issued.command);
+        self.scope.apply(&mut cfg, &issued.command, &options.unmask);
         cfg
     }
 

@@ -52,9 +52,10 @@ impl MirrorScope {
     }
 
     /// Sets `cfg`'s masks, secret paths and git bookkeeping for `command` (the exact string that
-    /// runs). A mask that contains the workspace masks the rest of its entries (the sandbox's
-    /// `RunConfig::masks`), so a data dir above the project does not stop the run.
-    pub fn apply(&self, cfg: &mut RunConfig, command: &str) {
+    /// runs), and the secret paths its tier-map entry unmasks (`unmask=`, `~/` is `cfg.home`, so
+    /// set that first). A mask that contains the workspace masks the rest of its entries (the
+    /// sandbox's `RunConfig::masks`), so a data dir above the project does not stop the run.
+    pub fn apply(&self, cfg: &mut RunConfig, command: &str, unmask: &[String]) {
         for p in &self.own {
             if !cfg.masks.contains(p) {
                 cfg.masks.push(p.clone());
@@ -63,6 +64,15 @@ impl MirrorScope {
         cfg.mask_secrets = true;
         cfg.secret_paths = self.secret_paths.clone();
         cfg.git_bookkeeping = git_only(&analyze(command, &Limits::default()));
+        cfg.unmask = unmask
+            .iter()
+            .filter_map(|p| match (p.strip_prefix("~/"), &cfg.home) {
+                (Some(rest), Some(home)) => Some(home.join(rest)),
+                // `~/` without a home to expand it against names nothing.
+                (Some(_), None) => None,
+                (None, _) => Some(PathBuf::from(p)),
+            })
+            .collect();
     }
 }
 
@@ -126,15 +136,28 @@ mod tests {
             args: vec![],
         };
         let mut cfg = RunConfig::new(PathBuf::from("/ws"), PathBuf::from("/s"), helper);
-        scope.apply(&mut cfg, "git add f && git commit -m x");
+        cfg.home = Some(PathBuf::from("/home/agent"));
+        scope.apply(
+            &mut cfg,
+            "git add f && git commit -m x",
+            &["~/.npmrc".into(), "/srv/token".into()],
+        );
+        assert_eq!(
+            cfg.unmask,
+            [
+                PathBuf::from("/home/agent/.npmrc"),
+                PathBuf::from("/srv/token")
+            ]
+        );
         assert!(cfg.git_bookkeeping);
         assert_eq!(cfg.secret_paths, ["~/vault"]);
         assert!(cfg.masks.contains(&PathBuf::from("/s")));
         assert!(cfg.masks.contains(&canon.join("real")));
-        scope.apply(&mut cfg, "git add f && python3 -c 'x'");
+        scope.apply(&mut cfg, "git add f && python3 -c 'x'", &[]);
+        assert!(cfg.unmask.is_empty());
         assert!(!cfg.git_bookkeeping);
         let n = cfg.masks.len();
-        scope.apply(&mut cfg, "make");
+        scope.apply(&mut cfg, "make", &[]);
         assert_eq!(cfg.masks.len(), n, "applied twice, masked once");
     }
 }

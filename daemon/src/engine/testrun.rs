@@ -156,7 +156,8 @@ impl TestRunner {
                 _ => PathBuf::from(p),
             })
             .collect();
-        self.scope.apply(&mut cfg, &plan.command);
+        self.scope
+            .apply(&mut cfg, &plan.command, &plan.options.unmask);
         let home = target.home.clone();
         let slots = self.slots.clone();
         let started = Instant::now();

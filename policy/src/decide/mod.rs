@@ -639,7 +639,7 @@ fn with_read_policy<R>(
 /// The strictest combination of two sets of sandbox options: the longest timeout (a slow part must
 /// not be cut short, the timeout never makes a run more permissive), network only if both allow it,
 /// extra writable paths only if both allow them, tracked edits only if both allow them, `direct`
-/// only if both are.
+/// only if both are, an unmasked secret only if both unmask it.
 fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
     SandboxOptions {
         timeout: a.timeout.max(b.timeout),
@@ -653,6 +653,13 @@ fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
         edit_tracked: a.edit_tracked && b.edit_tracked,
         // Only when every part is a `direct` entry (an unknown part contributes the default).
         direct: a.direct && b.direct,
+        // A secret is readable only when every part's entry unmasks it.
+        unmask: a
+            .unmask
+            .iter()
+            .filter(|p| b.unmask.contains(p))
+            .cloned()
+            .collect(),
     }
 }
 

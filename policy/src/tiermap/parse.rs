@@ -38,6 +38,12 @@ pub struct SandboxOptions {
     /// the host. Without it a tier-1 command runs once, in the mirror, and its clean effects are
     /// committed (docs/tiermap.md says when to use it and what it costs).
     pub direct: bool,
+    /// `unmask=~/.npmrc`: a secret path the mirror masks by default (the policy's secret table or
+    /// the operator's `secret_paths`) that this entry's commands may read (a publish step that
+    /// needs its registry token). Absolute, or `~/`-relative to the agent's home; never `..`.
+    /// cmdgate's own paths stay masked whatever an entry says, and a command that *names* a
+    /// secret is still asked about.
+    pub unmask: Vec<String>,
 }
 
 impl SandboxOptions {
@@ -625,7 +631,7 @@ impl Parser {
                 self.err(ln, "empty option (a stray comma?)");
                 continue;
             }
-            if name != "write" && seen.contains(&name) {
+            if name != "write" && name != "unmask" && seen.contains(&name) {
                 self.err(ln, format!("option `{name}` given twice"));
                 continue;
             }
@@ -645,15 +651,22 @@ impl Parser {
                     Ok(()) => o.extra_writable.push(v.to_owned()),
                     Err(m) => self.err(ln, m),
                 },
+                ("unmask", Some(v)) => match check_path("unmask", v) {
+                    Ok(()) if o.unmask.iter().any(|p| p == v) => {
+                        self.err(ln, format!("`unmask={v}` given twice"))
+                    }
+                    Ok(()) => o.unmask.push(v.to_owned()),
+                    Err(m) => self.err(ln, m),
+                },
                 ("network" | "edit-tracked" | "direct", Some(_)) => {
                     self.err(ln, format!("option `{name}` takes no value"))
                 }
-                ("timeout" | "write", None) => {
+                ("timeout" | "write" | "unmask", None) => {
                     self.err(ln, format!("option `{name}` needs a value: `{name}=...`"))
                 }
                 _ => self.err(
                     ln,
-                    format!("unknown option `{opt}` (known: timeout=<N>s, network, write=<path>, edit-tracked, direct)"),
+                    format!("unknown option `{opt}` (known: timeout=<N>s, network, write=<path>, unmask=<path>, edit-tracked, direct)"),
                 ),
             }
         }
@@ -754,30 +767,36 @@ fn parse_timeout(v: &str) -> Result<Duration, String> {
 }
 
 fn check_write_path(v: &str) -> Result<(), String> {
+    check_path("write", v)
+}
+
+/// A path option's value (`write=`, `unmask=`): absolute or `~/`, not a whole tree, no spaces,
+/// control characters, `*`, `.` or `..`.
+fn check_path(opt: &str, v: &str) -> Result<(), String> {
     let rel = if let Some(r) = v.strip_prefix("~/") {
         r
     } else if let Some(r) = v.strip_prefix('/') {
         r
     } else {
         return Err(format!(
-            "`write={v}` must be an absolute path or start with `~/`"
+            "`{opt}={v}` must be an absolute path or start with `~/`"
         ));
     };
     if rel.trim_matches('/').is_empty() {
         return Err(format!(
-            "`write={v}` would make a whole tree writable; name a directory inside it"
+            "`{opt}={v}` names a whole tree; name a directory inside it"
         ));
     }
     if v.chars()
         .any(|c| c.is_whitespace() || c.is_control() || c == '*')
     {
         return Err(format!(
-            "`write={v}` must not contain spaces, control characters or `*`"
+            "`{opt}={v}` must not contain spaces, control characters or `*`"
         ));
     }
     if rel.split('/').any(|c| c == ".." || c == ".") {
         return Err(format!(
-            "`write={v}` must not contain `.` or `..` components"
+            "`{opt}={v}` must not contain `.` or `..` components"
         ));
     }
     Ok(())

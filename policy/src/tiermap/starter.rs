@@ -41,7 +41,8 @@ reads with such flags are already handled, flag by flag, by cmdgate's built-in r
 
 Test-run in a throwaway mirror of the workspace first; allowed when the run is clean (exit 0, no
 network, only new or untracked files changed). Options after ` — `: `timeout=<N>s` or `<N>m`, the
-word `network`, `write=<path>` (extra writable path outside the workspace), `edit-tracked` (may change files
+word `network`, `write=<path>` (extra writable path outside the workspace), `unmask=<path>` (a secret
+path the mirror masks that this command may read), `edit-tracked` (may change files
 under version control, for formatters).
 
 - `cargo build *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git

@@ -260,6 +260,35 @@ fn options_table() {
 }
 
 #[test]
+fn unmask_names_secret_paths_an_entry_may_read() {
+    let map = ok(&doc(
+        "## Tier 1 — sandbox\n- `npm publish *` — unmask=~/.npmrc, unmask=/srv/keys/npm\n",
+    ));
+    assert_eq!(
+        map.entries()[0].options.unmask,
+        ["~/.npmrc", "/srv/keys/npm"]
+    );
+    assert!(!map.entries()[0].options.is_default());
+    for (bad, says) in [
+        (" — unmask=.npmrc", "absolute path or start with `~/`"),
+        (" — unmask=~/", "whole tree"),
+        (" — unmask=/", "whole tree"),
+        (" — unmask=~/../root/.ssh", "`..` components"),
+        (" — unmask=~/.ssh/*", "must not contain spaces"),
+        (" — unmask", "needs a value"),
+        (" — unmask=~/.npmrc, unmask=~/.npmrc", "given twice"),
+    ] {
+        let src = doc(&format!("## Tier 1 — sandbox\n- `npm publish *`{bad}\n"));
+        let d = parse(&src).expect_err(bad);
+        assert!(d[0].to_string().contains(says), "{bad}: {}", d[0]);
+    }
+    assert!(parse(&doc(
+        "## Tier 2 — ask\n- `npm publish *` — unmask=~/.npmrc\n"
+    ))
+    .is_err());
+}
+
+#[test]
 fn diagnostics_display_file_and_line() {
     let d = parse(&doc("- `ls`\n")).unwrap_err();
     assert_eq!(

@@ -199,6 +199,47 @@ fn a_mask_above_the_workspace_masks_its_other_entries_and_the_run_goes_on() {
 }
 
 #[test]
+fn an_unmasked_secret_is_readable_and_nothing_else_is() {
+    // A tier-map entry's `unmask=` (the daemon expands `~/`): those paths only, never cmdgate's.
+    let env = Env::new();
+    for (rel, text) in [
+        (".npmrc", "NPM-TOKEN"),
+        (".aws/credentials", "AWS-CREDENTIALS"),
+        (".aws/config", "AWS-CONFIG"),
+        (".ssh/id_rsa", "SSH-KEY"),
+        (".config/cmdgate/dev-signing-key", "OWN-KEY"),
+    ] {
+        let p = env.home.join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    let own = env.home.join(".config/cmdgate");
+    let mut config = env.config();
+    config.masks.push(own.clone());
+    config.unmask = vec![
+        env.home.join(".npmrc"),
+        env.home.join(".aws/credentials"),
+        own.clone(),
+    ];
+    let script = "for f in .npmrc .aws/credentials .aws/config .ssh/id_rsa \
+                  .config/cmdgate/dev-signing-key; do echo \"$f=$(cat ~/$f 2>/dev/null)\"; done";
+    let (out, err, fin) = mirrored_with(&config, &command(&env, script));
+    println!("{out}{err}");
+    assert!(out.contains(".npmrc=NPM-TOKEN\n"), "{out}");
+    assert!(out.contains(".aws/credentials=AWS-CREDENTIALS\n"), "{out}");
+    assert!(
+        out.contains(".aws/config=\n"),
+        "the rest of ~/.aws stays masked: {out}"
+    );
+    assert!(out.contains(".ssh/id_rsa=\n"), "{out}");
+    assert!(
+        out.contains(".config/cmdgate/dev-signing-key=\n"),
+        "cmdgate's own paths are never unmasked: {out}"
+    );
+    fin.kept.discard().expect("discard");
+}
+
+#[test]
 fn a_run_over_its_upper_limit_is_killed_and_not_clean() {
     let env = Env::new();
     let mut config = env.config();
