@@ -193,6 +193,8 @@ struct Writer {
     text: String,
     text_cut: usize,
     walk_cut: bool,
+    /// Paths are shown under this (empty for the workspace; a `write=` tree's absolute root).
+    prefix: PathBuf,
 }
 
 fn kind_name(st: &FileStat) -> &'static str {
@@ -258,6 +260,7 @@ impl Writer {
             text: String::new(),
             text_cut: 0,
             walk_cut: false,
+            prefix: PathBuf::new(),
         }
     }
 
@@ -291,7 +294,7 @@ impl Writer {
         self.stat.insertions += ins;
         self.stat.deletions += del;
         self.files.push(FileDiff {
-            path: rel.to_path_buf(),
+            path: self.prefix.join(rel),
             change,
             insertions: ins,
             deletions: del,
@@ -303,7 +306,7 @@ impl Writer {
         if self.full() {
             return;
         }
-        let p = show(rel);
+        let p = show(&self.prefix.join(rel));
         self.push_text(&format!("diff a/{p} b/{p}\n{line}\n"));
         self.record(rel, change, 0, 0, Some(line));
     }
@@ -337,7 +340,7 @@ impl Writer {
                 }
             }
         }
-        let p = show(rel);
+        let p = show(&self.prefix.join(rel));
         let a = if old.is_some() {
             format!("a/{p}")
         } else {
@@ -614,6 +617,19 @@ pub fn kept_diff(state_dir: &Path, run_id: &str, limits: DiffLimits) -> Result<R
     let host = open_root(kept.workspace()).map_err(io)?;
     let mut w = Writer::new(limits);
     w.overlay(&upper_path, Path::new(""), &upper, Some(&host));
+    // The run's `write=` trees, shown under their absolute paths.
+    for tree in &kept.meta.extra {
+        let upper_path = tree.keep.join("upper");
+        let (Ok(upper), Ok(host)) = (
+            open_root(&upper_path),
+            super::fsx::open_host_root(&tree.target),
+        ) else {
+            continue;
+        };
+        w.prefix = tree.target.clone();
+        w.overlay(&upper_path, Path::new(""), &upper, Some(&host));
+    }
+    w.prefix = PathBuf::new();
     Ok(w.finish(
         run_id,
         kept.workspace().to_path_buf(),
@@ -643,7 +659,22 @@ pub fn journal_diff(
     let io = |e: Errno| DiffError::Io(run_id.into(), e.to_string());
     let ws = open_root(&view.workspace).map_err(io)?;
     let pre = open_root(&view.pre).map_err(io)?;
-    for (n, step) in view.steps.iter().enumerate() {
+    journal_steps(&mut w, &ws, &pre, &view.steps);
+    for tree in &view.extra {
+        let (Ok(root), Ok(pre)) = (super::fsx::open_host_root(&tree.root), open_root(&tree.pre))
+        else {
+            continue;
+        };
+        w.prefix = tree.root.clone();
+        journal_steps(&mut w, &root, &pre, &tree.steps);
+    }
+    w.prefix = PathBuf::new();
+    Ok(w.finish(run_id, view.workspace, DiffSource::Journal, Vec::new()))
+}
+
+/// One tree's journalled steps: each pre-image against what the commit put in place.
+fn journal_steps(w: &mut Writer, ws: &OwnedFd, pre: &OwnedFd, steps: &[journal::Step]) {
+    for (n, step) in steps.iter().enumerate() {
         if w.full() {
             break;
         }
@@ -651,7 +682,7 @@ pub fn journal_diff(
         let (Some(name), parent) = (rel.file_name(), rel.parent().unwrap_or(Path::new(""))) else {
             continue;
         };
-        let host = open_beneath(&ws, parent).ok();
+        let host = open_beneath(ws, parent).ok();
         let now = host.as_ref().and_then(|h| At::lookup(h, name));
         if let Some((old, new)) = step.mode {
             w.summary(
@@ -663,7 +694,7 @@ pub fn journal_diff(
         }
         let slot = OsString::from(n.to_string());
         let old = if step.old {
-            At::lookup(&pre, &slot)
+            At::lookup(pre, &slot)
         } else {
             None
         };
@@ -682,7 +713,6 @@ pub fn journal_diff(
         // `old` names its slot, not the path: compare under the path's name.
         w.tree(rel, old, new);
     }
-    Ok(w.finish(run_id, view.workspace, DiffSource::Journal, Vec::new()))
 }
 
 /// The diff of run `run_id`: its kept upper dir if it has one (rolled back, not applied), else

@@ -894,6 +894,26 @@ pub(crate) struct View {
     pub pre: PathBuf,
     pub state: JournalState,
     pub steps: Vec<Step>,
+    /// The `write=` trees committed with it.
+    pub extra: Vec<ExtraView>,
+}
+
+/// A `write=` tree of a journalled run.
+pub(crate) struct ExtraView {
+    pub root: PathBuf,
+    pub pre: PathBuf,
+    pub steps: Vec<Step>,
+}
+
+fn steps_of(ops: &[Op]) -> Vec<Step> {
+    ops.iter()
+        .map(|op| Step {
+            path: op.rel(),
+            new: op.new,
+            old: op.old.is_some(),
+            mode: op.mode,
+        })
+        .collect()
 }
 
 /// The journal of run `run_id`, if it has one.
@@ -904,14 +924,14 @@ pub(crate) fn view(state_dir: &Path, run_id: &str) -> Option<View> {
         workspace: m.workspace.clone(),
         pre: jdir.join("pre"),
         state: state_of(&jdir),
-        steps: m
-            .ops
+        steps: steps_of(&m.ops),
+        extra: m
+            .extra
             .iter()
-            .map(|op| Step {
-                path: op.rel(),
-                new: op.new,
-                old: op.old.is_some(),
-                mode: op.mode,
+            .map(|t| ExtraView {
+                root: t.root.clone(),
+                pre: t.dir.join("pre"),
+                steps: steps_of(&t.ops),
             })
             .collect(),
     })

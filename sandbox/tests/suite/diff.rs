@@ -233,3 +233,35 @@ fn the_diff_is_bounded_and_says_what_it_cut() {
     assert_eq!(d.files.len(), 5);
     assert!(d.truncated && d.note.as_deref().unwrap_or("").contains("stopped after 5"));
 }
+
+#[test]
+fn a_runs_write_trees_are_in_its_diff_kept_and_committed() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let reg = env.home.join(".cargo/registry");
+    std::fs::create_dir_all(&reg).unwrap();
+    std::fs::write(reg.join("old"), "old\n").unwrap();
+    let mut cfg = env.config();
+    cfg.extra_writable = vec![reg.clone()];
+    let reg = reg.canonicalize().unwrap();
+    let (_, err, fin) = crate::mirror::mirrored_with(
+        &cfg,
+        &command(&env, "echo new > $HOME/.cargo/registry/old && echo b > out"),
+    );
+    assert_eq!(fin.run.exit, Some(0), "{err}");
+    let id = fin.kept.run_id().to_owned();
+    fin.kept.keep_for(Duration::from_secs(3600)).expect("keep");
+    let d = commit::run_diff(&env.state, &id, DiffLimits::default()).expect("diff");
+    println!("{}", d.text);
+    let old = reg.join("old").display().to_string();
+    assert!(d.text.contains(&format!("--- a/{old}\n")), "{}", d.text);
+    assert!(d.text.contains("-old\n+new\n"), "{}", d.text);
+    assert!(d.text.contains("+++ b/out\n"), "{}", d.text);
+    commit::apply(&env.state, &id, &CommitConfig::default()).expect("apply");
+    let j = commit::run_diff(&env.state, &id, DiffLimits::default()).expect("journal diff");
+    assert_eq!(j.source, DiffSource::Journal);
+    assert!(
+        j.text.contains("-old\n+new\n") && j.text.contains(&old),
+        "{}",
+        j.text
+    );
+}
