@@ -1,0 +1,398 @@
+//! Mirrored runs against today's `direct` path and the bare command (issue 19, harness = false):
+//! whole wall time, through the real release hook, `cmdgate-run` client and `cmdgated`, of
+//!
+//! - **bare**: `bash -c CMD` in the project;
+//! - **direct**: the hook's PreToolUse for a `direct` tier-1 entry (the daemon test-runs the
+//!   command in the mirror and answers allow), then `bash -c CMD` on the host;
+//! - **mirrored**: the hook's PreToolUse (the daemon answers with a ticket), then `bash -c` of the
+//!   rewritten command: the client redeems the ticket, the command runs once in the mirror, its
+//!   effects are judged and committed.
+//!
+//! for `true` — as `sh noop.sh`, a script that runs `true`: `true` itself is a built-in read, which
+//! never reaches the mirror — and for `cargo build --offline` of a small crate whose dependencies (itoa, memchr,
+//! smallvec, ryu, fnv, hex) are vendored from the local registry cache at setup (no network).
+//! The three paths alternate in every round (their order rotates); the build's `target/` and
+//! `~/.cargo` are removed between runs, untimed. Medians, ratios to bare's median of the same run, and the load
+//! average before and after. Prints a Markdown table for docs/benchmarks.md.
+//!
+//! Needs root (the mirror), the hook and client built in the same profile, and a quiet machine:
+//! `cargo build --release -p cmdgate-hook --bins && cargo bench -p cmdgate-daemon --bench runs`
+//! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds; defaults 40 and 7).
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: std::process::Child,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Path3 {
+    Bare,
+    Direct,
+    Mirrored,
+}
+
+struct Bench {
+    hook: PathBuf,
+    env: Vec<(String, String)>,
+    transcript: PathBuf,
+    calls: usize,
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn run(cmd: &mut Command, what: &str) -> String {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl Bench {
+    fn command(&self, program: &Path, dir: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(dir).env_clear();
+        cmd.env("CARGO_HOME", dir.join(".cargo-home"));
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.env("CLAUDE_PROJECT_DIR", dir);
+        cmd
+    }
+
+    /// The hook's PreToolUse answer for `command` in `proj`.
+    fn pre(&mut self, proj: &Path, command: &str) -> serde_json::Value {
+        self.calls += 1;
+        let event = serde_json::json!({
+            "session_id": "bench",
+            "transcript_path": self.transcript,
+            "cwd": proj,
+            "permission_mode": "default",
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "bench"},
+            "tool_use_id": format!("toolu_bench_{}", self.calls),
+        });
+        let mut cmd = self.command(&self.hook, proj);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("hook");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(event.to_string().as_bytes())
+            .expect("write event");
+        let out = child.wait_with_output().expect("hook");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "hook answer is not JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        })
+    }
+
+    fn bash(&self, proj: &Path, command: &str) {
+        let mut cmd = self.command(Path::new("/bin/bash"), proj);
+        cmd.arg("-c").arg(command);
+        run(&mut cmd, command);
+    }
+
+    /// One whole call on `path`: what an agent's Bash call costs from the hook to the end.
+    fn once(&mut self, path: Path3, proj: &Path, command: &str) -> Duration {
+        let t = Instant::now();
+        match path {
+            Path3::Bare => self.bash(proj, command),
+            Path3::Direct => {
+                let answer = self.pre(proj, command);
+                let h = &answer["hookSpecificOutput"];
+                assert!(
+                    h["permissionDecision"] == "allow" && h["updatedInput"].is_null(),
+                    "direct: expected a plain allow after the test-run: {answer}"
+                );
+                self.bash(proj, command);
+            }
+            Path3::Mirrored => {
+                let answer = self.pre(proj, command);
+                let rewritten = answer["hookSpecificOutput"]["updatedInput"]["command"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("mirrored: expected a rewrite: {answer}"))
+                    .to_owned();
+                self.bash(proj, &rewritten);
+            }
+        }
+        t.elapsed()
+    }
+}
+
+const CRATE_TOML: &str = r#"[package]
+name = "small"
+version = "0.1.0"
+edition = "2021"
+
+[dependencies]
+itoa = "1"
+memchr = "2"
+smallvec = "1"
+ryu = "1"
+fnv = "1"
+hex = "0.4"
+"#;
+
+const CRATE_MAIN: &str = r#"use std::collections::HashMap;
+fn main() {
+    let mut buf = itoa::Buffer::new();
+    let mut f = ryu::Buffer::new();
+    let v: smallvec::SmallVec<[u8; 8]> = smallvec::smallvec![1, 2, 3];
+    let mut m: fnv::FnvHashMap<u8, u8> = HashMap::default();
+    m.insert(1, 2);
+    println!("{} {} {:?} {} {:?}", buf.format(42), f.format(1.5), memchr::memchr(2, &v), hex::encode(&v), m);
+}
+"#;
+
+/// A git project with the crate, its dependencies vendored, `noop.sh`, and a signed map in which
+/// `sh noop.sh` and `cargo build *` are tier 1, `direct` or not.
+fn project(
+    root: &Path,
+    name: &str,
+    direct: bool,
+    b: &Bench,
+    cmdgate: &Path,
+    cargo: &Path,
+) -> PathBuf {
+    let proj = root.join(name);
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(proj.join("Cargo.toml"), CRATE_TOML).unwrap();
+    std::fs::write(proj.join("src/main.rs"), CRATE_MAIN).unwrap();
+    std::fs::write(proj.join(".gitignore"), "/target\n/.cargo-home\n").unwrap();
+    std::fs::write(proj.join("noop.sh"), "true\n").unwrap();
+    let mut c = b.command(cargo, &proj);
+    c.args(["generate-lockfile", "--offline"]);
+    run(&mut c, "cargo generate-lockfile --offline");
+    let mut c = b.command(cargo, &proj);
+    c.args(["vendor", "--offline", "vendor"]);
+    let config = run(&mut c, "cargo vendor --offline");
+    std::fs::create_dir_all(proj.join(".cargo")).unwrap();
+    std::fs::write(proj.join(".cargo/config.toml"), config).unwrap();
+    let git = |args: &[&str]| {
+        let mut c = b.command(Path::new("/usr/bin/git"), &proj);
+        c.args(["-c", "user.email=b@b", "-c", "user.name=b"])
+            .args(args);
+        run(&mut c, "git");
+    };
+    git(&["init", "-q", "."]);
+    let mut init = b.command(cmdgate, &proj);
+    init.args(["init", "--force", "--project"]).arg(&proj);
+    run(&mut init, "cmdgate init");
+    let map_path = proj.join("CLAUDE_CMDS.md");
+    let opt = if direct { "direct, " } else { "" };
+    let map = std::fs::read_to_string(&map_path).unwrap().replacen(
+        "- `cargo build *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git",
+        &format!(
+            "- `sh noop.sh` — {opt}timeout=1m\n- `cargo build *` — {opt}timeout=10m, write=~/.cargo"
+        ),
+        1,
+    );
+    assert!(
+        map.contains("- `sh noop.sh`"),
+        "the starter map changed: {map}"
+    );
+    std::fs::write(&map_path, map).unwrap();
+    let mut sign = b.command(cmdgate, &proj);
+    sign.args(["tiermap", "sign", "--dev"]).arg(&map_path);
+    run(&mut sign, "cmdgate tiermap sign");
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "init"]);
+    proj
+}
+
+fn main() {
+    let cmdgated = PathBuf::from(env!("CARGO_BIN_EXE_cmdgated"));
+    let cmdgate = PathBuf::from(env!("CARGO_BIN_EXE_cmdgate"));
+    let hook = cmdgated.with_file_name("cmdgate-hook");
+    for bin in [&hook, &cmdgated.with_file_name("cmdgate-run")] {
+        assert!(
+            bin.is_file(),
+            "build it first: cargo build --release -p cmdgate-hook --bins ({} missing)",
+            bin.display()
+        );
+    }
+    let rounds = |var: &str, default: usize| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (n_true, n_build) = (rounds("RUNS_BENCH_TRUE", 40), rounds("RUNS_BENCH_BUILD", 7));
+    // On the disk, not a tmpfs: the mirror's upper dirs and the commit live on the workspace's
+    // filesystem.
+    let dir = tempfile::Builder::new()
+        .prefix("cmdgate-runs-bench")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let p = |s: &str| dir.path().join(s);
+    let (conf, data) = (p("conf"), p("data"));
+    for d in [&conf, &data] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(p("t.jsonl"), "").unwrap();
+    // The operator's own HOME: the toolchain lives there (`~/.rustup`), and the mirror shows the
+    // agent's HOME (an overlay), not other users' homes. The toolchain's own cargo, not rustup's
+    // proxy. Each project's cargo home is inside it (`CARGO_HOME`, set per call), so nothing is
+    // written to the real `~/.cargo` except by the direct path's test-run, in its overlay.
+    let home = PathBuf::from(std::env::var("HOME").expect("HOME"));
+    let cargo = PathBuf::from(
+        run(
+            Command::new("rustup").args(["which", "cargo"]),
+            "rustup which cargo",
+        )
+        .trim(),
+    );
+    let toolchain_bin = cargo.parent().unwrap().to_path_buf();
+    let mut b = Bench {
+        hook,
+        env: vec![
+            ("HOME".into(), home.display().to_string()),
+            (
+                "PATH".into(),
+                format!("{}:/usr/local/bin:/usr/bin:/bin", toolchain_bin.display()),
+            ),
+            ("CMDGATE_HOME".into(), data.display().to_string()),
+            ("CMDGATE_CONFIG_DIR".into(), conf.display().to_string()),
+            (
+                "CMDGATE_SOCKET".into(),
+                data.join("cmdgate.sock").display().to_string(),
+            ),
+            (
+                "CMDGATE_ADMIN_SOCKET".into(),
+                data.join("admin.sock").display().to_string(),
+            ),
+            ("CMDGATE_SPOOL_DIR".into(), p("spool").display().to_string()),
+        ],
+        transcript: p("t.jsonl"),
+        calls: 0,
+    };
+    // No promotion during the bench (it needs outcomes, which the bench does not send). The
+    // direct path's test-run must fit in the decision's deadline, itself below the hook's 45 s:
+    // the longest the daemon accepts. (A longer build cannot take the direct path: it is "ask".)
+    std::fs::write(
+        conf.join("config.toml"),
+        "[promotion]\nk = 1000000\n[deadlines]\ndecide_ms = 44000\ntest_run_ms = 42000\n",
+    )
+    .unwrap();
+    let cargo_home_real = std::env::var("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"));
+    // Setup only: vendoring reads the real registry cache.
+    let mut setup = Bench {
+        env: b
+            .env
+            .iter()
+            .filter(|(k, _)| k != "CARGO_HOME")
+            .cloned()
+            .chain([("CARGO_HOME".into(), cargo_home_real.display().to_string())])
+            .collect(),
+        hook: b.hook.clone(),
+        transcript: b.transcript.clone(),
+        calls: 0,
+    };
+    let direct = project(dir.path(), "direct", true, &setup, &cmdgate, &cargo);
+    let mirrored = project(dir.path(), "mirrored", false, &setup, &cmdgate, &cargo);
+    let bare = project(dir.path(), "bare", false, &setup, &cmdgate, &cargo);
+    setup.calls = 0;
+
+    let mut cmd = b.command(&cmdgated, dir.path());
+    let log = std::fs::File::create(p("daemon.log")).unwrap();
+    cmd.stdout(log.try_clone().unwrap()).stderr(log);
+    let _daemon = Daemon {
+        child: cmd.spawn().unwrap(),
+    };
+    let start = Instant::now();
+    while UnixStream::connect(data.join("admin.sock")).is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "cmdgated did not start: {}",
+            std::fs::read_to_string(p("daemon.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let load_before = loadavg();
+    let started = Instant::now();
+    println!("| command | rounds | bare | direct (test-run + host run) | mirrored + commit | direct / bare | mirrored / bare | mirrored − bare |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (command, n, warmup) in [
+        ("sh noop.sh", n_true, 3),
+        ("cargo build --offline", n_build, 1),
+    ] {
+        let mut times: [Vec<Duration>; 3] = Default::default();
+        let order = [Path3::Bare, Path3::Direct, Path3::Mirrored];
+        for round in 0..n + warmup {
+            for k in 0..3 {
+                let path = order[(round + k) % 3];
+                let proj = match path {
+                    Path3::Bare => &bare,
+                    Path3::Direct => &direct,
+                    Path3::Mirrored => &mirrored,
+                };
+                for d in [proj.join("target"), proj.join(".cargo-home")] {
+                    let _ = std::fs::remove_dir_all(d);
+                }
+                let t = b.once(path, proj, command);
+                if round >= warmup {
+                    times[path as usize].push(t);
+                }
+            }
+        }
+        let [bare_t, direct_t, mirrored_t] = times.map(median);
+        let ratio = |d: Duration| d.as_secs_f64() / bare_t.as_secs_f64();
+        println!(
+            "| `{command}` | {n} | {} ms | {} ms | {} ms | {:.2}× | {:.2}× | {:+.1} ms |",
+            ms(bare_t),
+            ms(direct_t),
+            ms(mirrored_t),
+            ratio(direct_t),
+            ratio(mirrored_t),
+            (mirrored_t.as_secs_f64() - bare_t.as_secs_f64()) * 1e3
+        );
+    }
+    println!(
+        "\nload average (1/5/15 min) before: {load_before}; after: {} ({} s)",
+        loadavg(),
+        started.elapsed().as_secs()
+    );
+}
