@@ -177,9 +177,13 @@ fn decide(
         home: home.trim_end_matches('/').to_owned(),
         cwd: Some(cwd.display().to_string()),
         project: Some(root_s.clone()),
-        secrets: secrets
-            .take()
-            .unwrap_or_else(|| crate::secrets::policy_secrets(&home, &cfg.extra_secrets)),
+        secrets: secrets.take().unwrap_or_else(|| {
+            crate::secrets::policy_secrets(
+                &home,
+                &cfg.extra_secrets,
+                cfg.passwd_home.as_deref(),
+            )
+        }),
         extension: None,
         listing: None,
         packs: cfg.read_packs,

@@ -82,6 +82,10 @@ pub struct Config {
     pub reviewer: Option<ReviewerMode>,
     /// `$HOME`: secret paths under it are not fast-path reads.
     pub home: Option<PathBuf>,
+    /// System mode: this uid's home in `/etc/passwd` when `$HOME` names another directory. The
+    /// agent's environment says how its shell expands `~`, never where its keys are not: secret
+    /// paths under this home are secret too.
+    pub passwd_home: Option<PathBuf>,
     /// `$CMDGATE_SECRET_PATHS` (colon-separated absolute paths): more secret paths.
     pub extra_secrets: Vec<PathBuf>,
     /// cmdgate's own files (config, keys, store, sockets, Claude settings): a command naming one is
@@ -236,11 +240,18 @@ impl Config {
         let revisions_path = Some(PathBuf::from(locations.tiermap_revisions()));
 
         let home = nonempty(env("HOME")).map(PathBuf::from);
-        let own_paths = locations.own_paths(
+        let passwd_home = match mode {
+            Mode::System => own_passwd_home().filter(|h| Some(h) != home.as_ref()),
+            Mode::User => None,
+        };
+        let mut own_paths = locations.own_paths(
             &home
                 .as_ref()
                 .map_or_else(|| "/nonexistent".into(), |h| h.display().to_string()),
         );
+        if let Some(other) = &passwd_home {
+            own_paths.extend(locations.own_paths(&other.display().to_string()));
+        }
         let runtime = nonempty(env("XDG_RUNTIME_DIR")).map(PathBuf::from);
         // Spool: $CMDGATE_SPOOL_DIR; $XDG_RUNTIME_DIR/cmdgate/spool; $XDG_STATE_HOME/cmdgate/spool;
         // ~/.local/state/cmdgate/spool (the daemon's `Paths::resolve` reads the same list).
@@ -330,11 +341,36 @@ impl Config {
             reviewer,
             project_dir,
             home,
+            passwd_home,
             extra_secrets,
             own_paths,
             read_packs,
         })
     }
+}
+
+/// This process's uid's home directory in `/etc/passwd` (std only: the owner of `/proc/self` is
+/// our effective uid). `None` when the file cannot be read or has no such line.
+fn own_passwd_home() -> Option<PathBuf> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let mut text = String::new();
+    std::fs::File::open("/etc/passwd")
+        .ok()?
+        .take(4 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    passwd_home_of(&text, uid)
+}
+
+/// The home field of `uid`'s line in passwd(5) text.
+fn passwd_home_of(text: &str, uid: u32) -> Option<PathBuf> {
+    text.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        (fields.len() >= 7 && fields[2].parse() == Ok(uid) && fields[5].starts_with('/'))
+            .then(|| PathBuf::from(fields[5]))
+    })
 }
 
 #[cfg(test)]
@@ -405,6 +441,15 @@ mod tests {
     /// system mode, whether the mode comes from the command line or the environment, and named
     /// for the audit.
     #[test]
+    fn a_uids_home_comes_from_its_passwd_line() {
+        let text = "root:x:0:0:root:/root:/bin/bash\nbad line\nal:x:1001:1001::/home/al:/bin/sh\n";
+        assert_eq!(passwd_home_of(text, 1001), Some(PathBuf::from("/home/al")));
+        assert_eq!(passwd_home_of(text, 0), Some(PathBuf::from("/root")));
+        assert_eq!(passwd_home_of(text, 7), None);
+        assert_eq!(passwd_home_of("x:x:5:5::relative:/bin/sh", 5), None);
+    }
+
+    #[test]
     fn system_mode_reads_nothing_from_the_agents_environment_that_loosens() {
         let agent_env = [
             ("HOME", "/h"),
@@ -438,7 +483,15 @@ mod tests {
             assert!(!keys.starts_with("/h") && !record.starts_with("/h"));
             assert!(!c.socket.starts_with("/h"));
             assert_eq!(c.ignored_env.len(), 7, "{:?}", c.ignored_env);
+            // `HOME=/h` is not this uid's home: secrets under the real one stay secret.
+            assert_eq!(c.passwd_home, own_passwd_home());
+            assert!(c.passwd_home.is_some(), "the test's uid has a passwd line");
         }
+        assert_eq!(
+            load(&agent_env, &[]).unwrap().passwd_home,
+            None,
+            "user mode"
+        );
         let c = load(
             &agent_env,
             &[

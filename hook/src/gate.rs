@@ -71,6 +71,7 @@ fn pre_tool_use(call: &HookCall, cfg: &Config, deadline: Instant) -> Plan {
     let project_dir = cfg
         .project_dir
         .clone()
+        .filter(|dir| cfg.mode == Mode::User || holds(dir, &call.cwd))
         .unwrap_or_else(|| project_root_of(&call.cwd));
     let local = reads::classify(call, cfg, Path::new(&project_dir));
 
@@ -539,6 +540,16 @@ pub fn deliver(cfg: &Config, entries: Vec<SpoolEntry>) -> Vec<SpoolEntry> {
         }
     }
     left
+}
+
+/// System mode takes `CLAUDE_PROJECT_DIR` only when it holds the call's `cwd` (both as the file
+/// system resolves them): a variable the agent's settings can set must not borrow another
+/// project's map for a command that runs here. The daemon applies the same rule.
+fn holds(dir: &str, cwd: &str) -> bool {
+    match (std::fs::canonicalize(dir), std::fs::canonicalize(cwd)) {
+        (Ok(d), Ok(c)) => c.starts_with(d),
+        _ => false,
+    }
 }
 
 /// Without `CLAUDE_PROJECT_DIR` (a hook run by hand, an older Claude Code), the project is the

@@ -65,7 +65,7 @@ pub fn classify(call: &HookCall, cfg: &Config, project_dir: &Path) -> Local {
         .home
         .as_deref()
         .map_or_else(|| "/nonexistent".to_string(), |h| h.display().to_string());
-    let policy = policy_secrets(&home, &cfg.extra_secrets);
+    let policy = policy_secrets(&home, &cfg.extra_secrets, cfg.passwd_home.as_deref());
     let secrets = Secrets {
         home: cfg.home.as_deref(),
         paths: &policy,

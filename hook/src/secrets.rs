@@ -24,10 +24,14 @@ pub fn list_dir(dir: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// The policy's secret list (shared with the daemon) for `home`, with `$CMDGATE_SECRET_PATHS`.
-pub fn policy_secrets(home: &str, extra: &[PathBuf]) -> SecretPaths {
+/// The policy's secret list (shared with the daemon) for `home`, with `$CMDGATE_SECRET_PATHS`;
+/// anchored at `also` as well (system mode's home in the password database, when `$HOME` differs).
+pub fn policy_secrets(home: &str, extra: &[PathBuf], also: Option<&Path>) -> SecretPaths {
     let extra: Vec<String> = extra.iter().map(|p| p.display().to_string()).collect();
-    SecretPaths::builtin(home, &extra)
+    match also.and_then(Path::to_str) {
+        Some(other) => SecretPaths::builtin_homes(&[home, other], &extra),
+        None => SecretPaths::builtin(home, &extra),
+    }
 }
 
 /// The secret-path judge for one hook call.
@@ -207,7 +211,7 @@ mod tests {
     use super::*;
 
     fn judge() -> Secrets<'static> {
-        let paths: &'static SecretPaths = Box::leak(Box::new(policy_secrets("/home/u", &[])));
+        let paths: &'static SecretPaths = Box::leak(Box::new(policy_secrets("/home/u", &[], None)));
         Secrets {
             home: Some(Path::new("/home/u")),
             paths,

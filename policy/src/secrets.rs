@@ -396,4 +396,16 @@ impl SecretPaths {
         );
         SecretPaths::compile(&patterns, home)
     }
+
+    /// [`SecretPaths::builtin`] for every home in `homes` (the agent's `$HOME` and its home in the
+    /// password database, when they differ): what is secret under one is secret under the other.
+    pub fn builtin_homes<S: AsRef<str>>(homes: &[&str], extra: &[S]) -> SecretPaths {
+        let mut patterns: Vec<&str> = SECRET_PATTERNS.to_vec();
+        patterns.extend(extra.iter().map(AsRef::as_ref));
+        let mut out = SecretPaths::new(&patterns, homes.first().copied().unwrap_or("/"));
+        for home in homes.iter().skip(1) {
+            out.add_home(&patterns, home);
+        }
+        out
+    }
 }

@@ -65,6 +65,7 @@ pub fn helper_main() -> ExitCode {
             Ok(prep) => finish(run(&req, prep)),
             Err(e) => failed("sandbox setup", &e),
         },
+        Ok(ParentMessage::Store(op)) => HelperReply::Store(crate::keeper::serve(op)),
         Ok(ParentMessage::Prepare { run_id, state_dir }) => match prepare(&run_id, &state_dir) {
             Err(e) => failed("sandbox setup", &e),
             Ok(prep) => {

@@ -25,6 +25,7 @@ pub mod confine;
 pub mod effects;
 pub mod helper;
 mod init;
+pub mod keeper;
 pub mod maskwatch;
 pub mod mirror;
 pub mod model;

@@ -151,6 +151,10 @@ pub struct KeptUpper {
     pub(crate) store: Store,
     pub(crate) meta: Meta,
     pub(crate) done: bool,
+    /// The state dir whose store holds it (the helper finds it again from there).
+    pub(crate) state_dir: PathBuf,
+    /// Discard and commit go through this helper (a non-root caller: `keeper`).
+    pub(crate) helper: Option<crate::config::HelperCommand>,
 }
 
 impl std::fmt::Debug for KeptUpper {
@@ -190,8 +194,11 @@ impl KeptUpper {
             .chain(self.meta.extra.iter().map(|k| k.keep.clone()))
             .collect()
     }
-    /// Remove the kept dirs.
+    /// Remove the kept dirs, through the helper when this process may not (`keeper`).
     pub(crate) fn remove(&self) -> std::io::Result<()> {
+        if let Some(helper) = &self.helper {
+            return crate::keeper::discard_through(helper, &self.state_dir, &self.meta.run_id);
+        }
         let mut first = Ok(());
         for d in self.dirs() {
             if let (Err(e), Ok(())) = (remove_tree(&d), &first) {
@@ -297,6 +304,8 @@ pub fn load_kept(state_dir: &Path, run_id: &str) -> Result<KeptUpper, SandboxErr
             store,
             meta,
             done: true, // loaded: stays on disk unless discarded or committed explicitly
+            state_dir: state_dir.to_path_buf(),
+            helper: None,
         });
     }
     Err(SandboxError::Config(format!("no kept run {run_id}")))
@@ -486,14 +495,16 @@ impl MirrorRun {
             store: self.store.clone(),
             meta,
             done: false, // dropped on an error below: every kept dir removed
+            state_dir: self.config.state_dir.clone(),
+            helper: crate::keeper::privileged(&self.config.helper),
         };
         let raw = match reply {
             Ok(HelperReply::Done(raw)) => raw,
             Ok(HelperReply::Failed { stage, message }) => {
                 return Err(SandboxError::Setup { stage, message });
             }
-            Ok(HelperReply::Ready) => {
-                return Err(SandboxError::NoAnswer("answered Ready to Run".into()));
+            Ok(HelperReply::Ready | HelperReply::Store(_)) => {
+                return Err(SandboxError::NoAnswer("answered Ready or Store to Run".into()));
             }
             Err(e) => return Err(e),
         };

@@ -22,6 +22,9 @@ pub enum ParentMessage {
     },
     /// Run a command (preparing first if `Prepare` was not sent).
     Run(Box<HelperRequest>),
+    /// An operation on the mirror store after a run (commit, discard, undo, …), for a caller
+    /// without the privileges (`keeper`): the only message of its process.
+    Store(crate::keeper::StoreOp),
 }
 
 /// What to run.
@@ -78,6 +81,8 @@ pub enum HelperReply {
     Ready,
     /// The run completed (whatever its verdict); the mirror is gone.
     Done(RawRun),
+    /// The answer to `ParentMessage::Store`.
+    Store(crate::keeper::StoreReply),
     /// The sandbox could not be set up or supervised; nothing ran unsandboxed.
     Failed {
         /// Which stage failed (e.g. "mirror setup").

@@ -150,7 +150,9 @@ pub(crate) fn prepare_with_output(
     match prepared.receive()? {
         HelperReply::Ready => Ok(prepared),
         HelperReply::Failed { stage, message } => Err(SandboxError::Setup { stage, message }),
-        HelperReply::Done(_) => Err(SandboxError::NoAnswer("answered Done to Prepare".into())),
+        HelperReply::Done(_) | HelperReply::Store(_) => Err(SandboxError::NoAnswer(
+            "answered a run or a store operation to Prepare".into(),
+        )),
     }
 }
 
@@ -215,8 +217,10 @@ impl Prepared {
             HelperReply::Failed { stage, message } => {
                 return Err(SandboxError::Setup { stage, message })
             }
-            HelperReply::Ready => {
-                return Err(SandboxError::NoAnswer("answered Ready to Run".into()))
+            HelperReply::Ready | HelperReply::Store(_) => {
+                return Err(SandboxError::NoAnswer(
+                    "answered Ready or Store to Run".into(),
+                ))
             }
         };
         Ok(judge(&config, raw, false))

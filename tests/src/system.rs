@@ -6,7 +6,7 @@
 //! every name carries a per-fixture tag, so parallel tests and re-runs never collide, and `Drop`
 //! removes the users, groups and files again.
 //!
-//! Layout under one root-owned temp dir `T` (0755, so every user can reach what it must):
+//! Layout under one root-owned temp dir `T` in /var/tmp (0755, so every user can reach what it must):
 //!
 //! | path | owner, mode | what |
 //! |---|---|---|
@@ -31,6 +31,10 @@ use crate::proc::{run_bounded, Finished};
 pub const ACTIVATE: &str = "/usr/bin/systemd-socket-activate";
 /// Bound on every wait: only turns a hang into a failure.
 pub const BOUND: Duration = Duration::from_secs(60);
+/// The file capabilities of `cmdgate-mirror-helper`, exactly as `systemd/README.md` step 2 sets
+/// them (`tests/system_mode.rs` checks the README still says this).
+pub const MIRROR_HELPER_CAPS: &str =
+    "cap_sys_admin,cap_setuid,cap_setgid,cap_setpcap,cap_chown,cap_dac_override,cap_sys_ptrace,cap_kill+ep";
 /// `useradd`/`groupadd`/`userdel` of parallel tests take turns on this lock (they lock
 /// /etc/passwd themselves, but fail instead of waiting).
 const USERS_LOCK: &str = "/run/lock/cmdgate-tests-users.lock";
@@ -136,6 +140,8 @@ pub struct System {
     pub cmdgated: PathBuf,
     pub cmdgate: PathBuf,
     pub hook: PathBuf,
+    /// The mirror helper installed with file capabilities (`install_mirror_helper`), if any.
+    pub mirror_helper: Option<PathBuf>,
     /// The decide socket's and the admin socket's groups (`SocketGroup=`).
     agents_group: String,
     operators_group: String,
@@ -165,7 +171,9 @@ impl System {
         );
         let root = tempfile::Builder::new()
             .prefix(&format!("cmdgate-{tag}-"))
-            .tempdir()
+            // Not under /tmp: the mirror mounts a scratch tmpfs there, so homes under /tmp would
+            // be out of its sight, unlike homes under /home on a real machine.
+            .tempdir_in("/var/tmp")
             .expect("tempdir");
         chmod(root.path(), 0o755);
         let mut accounts = Accounts::default();
@@ -252,6 +260,7 @@ impl System {
             cmdgated,
             cmdgate,
             hook,
+            mirror_helper: None,
             agents_group: agents,
             operators_group: operators,
             daemon: None,
@@ -262,6 +271,33 @@ impl System {
             sys.git_project(agent);
         }
         sys
+    }
+
+    /// Installs `cmdgate-mirror-helper` as `systemd/README.md` step 2 says (root, the daemon's
+    /// group, 0750, then `setcap` with the capabilities `cmdgated.service` lists) under `T/libexec`
+    /// and names it in `config.toml`'s `[sandbox] helper`. Call before `start`.
+    pub fn install_mirror_helper(&mut self) {
+        let built = cargo_bin("cmdgate-daemon", "cmdgate-mirror-helper");
+        // The client the hook's rewrite names, next to the hook (as `cargo install` puts it).
+        let _ = cargo_bin("cmdgate-hook", "cmdgate-run");
+        let dir = self.root.path().join("libexec");
+        std::fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o755);
+        let helper = dir.join("cmdgate-mirror-helper");
+        std::fs::copy(&built, &helper).expect("copy the mirror helper");
+        chown(&helper, &format!("root:{}", self.daemon_user.name));
+        chmod(&helper, 0o750);
+        let done = run_bounded(
+            Command::new("setcap").arg(MIRROR_HELPER_CAPS).arg(&helper),
+            b"",
+            BOUND,
+        );
+        assert!(done.status.success(), "setcap: {}", done.stderr_text());
+        let config = self.etc.join("config.toml");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!("[sandbox]\nhelper = \"{}\"\n", helper.display()));
+        std::fs::write(&config, text).unwrap();
+        self.mirror_helper = Some(helper);
     }
 
     /// The agent's project: `T/<agent>/proj`, a git repository with one tracked file.
@@ -400,6 +436,38 @@ impl System {
         }
     }
 
+    /// The real hook's whole answer (JSON), run as `agent` with its registered command line.
+    pub fn hook_json(&self, agent: &User, event: &Value) -> Value {
+        self.hook_json_env(agent, &[], event)
+    }
+
+    /// [`System::hook_json`] with `env` added to the agent's environment.
+    pub fn hook_json_env(&self, agent: &User, env: &[(&str, &str)], event: &Value) -> Value {
+        let proj = self.proj(agent);
+        let proj_s = proj.display().to_string();
+        let argv = self.hook_argv();
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let mut all: Vec<(&str, &str)> = vec![("CLAUDE_PROJECT_DIR", &proj_s)];
+        all.extend_from_slice(env);
+        let done = self.as_user(agent, &all, &argv, event.to_string().as_bytes());
+        assert!(
+            done.status.success(),
+            "hook exit {}: {}",
+            done.status,
+            done.stderr_text()
+        );
+        serde_json::from_slice(&done.stdout)
+            .unwrap_or_else(|e| panic!("hook stdout not JSON ({e}): {}", done.stdout_text()))
+    }
+
+    /// Runs `command` with `bash -c` as `user` in `dir`, the way Claude Code's Bash tool runs a
+    /// (rewritten) command.
+    pub fn shell_as(&self, user: &User, dir: &Path, command: &str) -> Finished {
+        let mut cmd = self.user_command(user, &[]);
+        cmd.args(["bash", "-c", command]).current_dir(dir);
+        run_bounded(&mut cmd, b"", Duration::from_secs(120))
+    }
+
     /// The operator's CLI environment: system mode, this fixture's directories.
     pub fn operator_env(&self) -> Vec<(String, String)> {
         vec![
@@ -514,6 +582,37 @@ impl System {
         // The first connection (as the operator, through its group) starts the daemon.
         let status = self.operator_json(&["status", "--json"]);
         assert!(status.is_object(), "{status}");
+    }
+
+    /// Stops the daemon (SIGTERM, as systemd does) and starts it again the same way, with fresh
+    /// sockets (systemd would keep its own; what the daemon kept is what counts here).
+    pub fn restart(&mut self, decide_mode: u32) {
+        if let Some(mut child) = self.daemon.take() {
+            let done = run_bounded(
+                Command::new("kill").args(["-TERM", &child.id().to_string()]),
+                b"",
+                BOUND,
+            );
+            assert!(done.status.success(), "kill: {}", done.stderr_text());
+            let status = child.wait().expect("wait for the daemon");
+            assert!(
+                status.success(),
+                "the daemon's exit: {status}; log:\n{}",
+                self.log()
+            );
+        }
+        for sock in [&self.socket, &self.admin] {
+            let _ = std::fs::remove_file(sock);
+        }
+        let old = self.log();
+        std::fs::write(self.root.path().join("daemon.log.1"), old).unwrap();
+        self.start(decide_mode);
+    }
+
+    /// The daemon's pid (`systemd-socket-activate` execs `setpriv`, which execs `cmdgated`: one
+    /// pid throughout, as `LISTEN_PID` requires).
+    pub fn daemon_pid(&self) -> u32 {
+        self.daemon.as_ref().expect("daemon started").id()
     }
 
     /// Accepted tier map revisions as published in the data dir.

@@ -611,3 +611,285 @@ fn the_managed_registration_survives_the_agents_settings() {
         "{report:#}"
     );
 }
+
+/// The newest `run` audit row for a tool_use_id, through the operator's CLI.
+fn run_row(s: &System, tool_use_id: &str) -> Value {
+    audit_rows(s)
+        .into_iter()
+        .filter(|r| r["kind"] == "run" && r["tool_use_id"] == tool_use_id)
+        .max_by_key(|r| r["id"].as_i64())
+        .unwrap_or_else(|| panic!("no run row for {tool_use_id}\nlog:\n{}", s.log()))
+}
+
+/// The secure deployment still has a mirror: the daemon holds no capability, the mirror helper
+/// installed as `systemd/README.md` says holds a fixed few, the command runs as the agent, and
+/// what a clean run leaves in the workspace belongs to the agent. A dirty run is rolled back, and
+/// another agent cannot redeem the first agent's ticket.
+#[test]
+fn a_tier1_command_runs_in_the_mirror_as_the_agent_and_its_files_are_the_agents() {
+    use std::os::unix::fs::MetadataExt;
+    let mut s = System::create();
+    s.install_mirror_helper();
+    s.start(0o660);
+    let (a, a2) = (s.agent1.clone(), s.agent2.clone());
+    let proj = s.proj(&a);
+    operator_map_to(&s, &a, &map_text(1, &["make lint"]), "rev-1.md");
+    let script = "mkdir -p out && id -u > out/uid && id -g > out/gid && echo built";
+    let done = s.shell_as(&a, &proj, &format!("cat > build.sh <<'X'\n{script}\nX"));
+    assert!(done.status.success(), "{}", done.stderr_text());
+
+    // The daemon holds no capability at all: only the helper's file does.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.daemon_pid())).unwrap();
+    let cap_eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(str::trim)
+        .unwrap();
+    assert_eq!(cap_eff, "0000000000000000", "the daemon holds capabilities");
+
+    // `sh build.sh` is unknown to the map: the hook rewrites it into a mirrored run.
+    let rewrite = |id: &str, command: &str| {
+        let out = s.hook_json(&a, &s.pre_event(&a, "sess-m", id, command));
+        let h = &out["hookSpecificOutput"];
+        assert_eq!(h["permissionDecision"], "allow", "{out}\nlog:\n{}", s.log());
+        let rewritten = h["updatedInput"]["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no rewrite: {out}"))
+            .to_owned();
+        assert!(rewritten.contains("cmdgate-run"), "{rewritten}");
+        rewritten
+    };
+
+    // Agent 2 cannot redeem agent 1's ticket (it is bound to agent 1's uid); the attempt is an
+    // integrity event and voids the ticket.
+    let rewritten = rewrite("t0", "sh build.sh");
+    let stolen = s.shell_as(&a2, &s.proj(&a2), &rewritten);
+    assert_eq!(stolen.status.code(), Some(126), "{}", stolen.stderr_text());
+    assert!(!proj.join("out").exists(), "a2's redemption ran something");
+
+    let rewritten = rewrite("t1", "sh build.sh");
+    let done = s.shell_as(&a, &proj, &rewritten);
+    assert_eq!(
+        done.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}\nlog:\n{}",
+        done.stdout_text(),
+        done.stderr_text(),
+        s.log()
+    );
+    assert!(
+        done.stdout_text().contains("built"),
+        "{}",
+        done.stdout_text()
+    );
+    assert_eq!(run_row(&s, "t1")["decision"], "committed");
+    // The command ran as the agent, and what it left belongs to the agent.
+    for (file, want) in [("out/uid", a.uid), ("out/gid", a.gid)] {
+        let text = std::fs::read_to_string(proj.join(file)).unwrap();
+        assert_eq!(text.trim(), want.to_string(), "{file}");
+    }
+    for path in [proj.join("out"), proj.join("out/uid")] {
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(
+            (meta.uid(), meta.gid()),
+            (a.uid, a.gid),
+            "{} is not the agent's",
+            path.display()
+        );
+    }
+    // The agent can change and remove what the run left (nothing of it is root's or cmdgate's).
+    let done = s.shell_as(&a, &proj, "echo more >> out/uid && rm -r out");
+    assert!(done.status.success(), "{}", done.stderr_text());
+
+    // A dirty run of the same agent (removes a tracked file) is rolled back with the reason.
+    let rewritten = rewrite("t2", "rm tracked.txt");
+    let done = s.shell_as(&a, &proj, &rewritten);
+    assert_ne!(done.status.code(), Some(0), "{}", done.stderr_text());
+    assert!(
+        done.stderr_text()
+            .contains("cmdgate rolled back `rm tracked.txt`"),
+        "{}\nlog:\n{}",
+        done.stderr_text(),
+        s.log()
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("tracked.txt")).unwrap(),
+        "precious\n"
+    );
+    assert_eq!(run_row(&s, "t2")["decision"], "rolled_back");
+}
+
+/// `systemd/README.md` installs the helper with exactly the capabilities this suite gives it.
+#[test]
+fn the_readme_grants_the_helper_what_the_suite_tests() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../systemd/README.md"))
+            .unwrap();
+    assert!(
+        readme.contains(&format!(
+            "setcap {}",
+            cmdgate_tests::system::MIRROR_HELPER_CAPS
+        )),
+        "systemd/README.md's setcap line differs from the tested one"
+    );
+}
+
+/// `HOME` and `CLAUDE_PROJECT_DIR` in the agent's environment (a settings file's `env`) say how
+/// its shell expands `~` and where Claude Code was started, never what loosens: with `HOME`
+/// elsewhere, the mirror still masks the secrets of the agent's real home (its password-database
+/// entry); a project dir that does not hold the cwd lends neither its map nor its rules.
+#[test]
+fn home_and_project_dir_from_the_agents_environment_loosen_nothing() {
+    let mut s = System::create();
+    s.install_mirror_helper();
+    s.start(0o660);
+    let (a, a2) = (s.agent1.clone(), s.agent2.clone());
+    let proj = s.proj(&a);
+    // Agent 2's project says `make deploy` is a read; agent 1's does not.
+    operator_map_to(&s, &a, &map_text(1, &["make lint"]), "rev-a1.md");
+    operator_map_to(
+        &s,
+        &a2,
+        &map_text(1, &["make lint", "make deploy"]),
+        "rev-a2.md",
+    );
+    let other = s.proj(&a2).display().to_string();
+    let (d, why) = s.hook(&a2, &[], &s.pre_event(&a2, "sess-b", "t0", "make deploy"));
+    assert_eq!(d, "allow", "agent 2's own map: {why}\nlog:\n{}", s.log());
+
+    // The other project's map does not apply to a command that runs in agent 1's project.
+    let etc = s.etc.display().to_string();
+    let var = s.var.display().to_string();
+    let deploy_event = s.pre_event(&a, "sess-h", "t2", "make deploy");
+    // Where cmdgate does not hold (the user-mode hook, trusting its environment), it works:
+    let out = {
+        let env = [
+            ("CMDGATE_CONFIG_DIR", etc.as_str()),
+            ("CMDGATE_HOME", var.as_str()),
+            ("CLAUDE_PROJECT_DIR", other.as_str()),
+        ];
+        let mut cmd = s.user_command(&a, &env);
+        cmd.arg(&s.hook);
+        cmdgate_tests::proc::run_bounded(
+            &mut cmd,
+            deploy_event.to_string().as_bytes(),
+            cmdgate_tests::system::BOUND,
+        )
+        .stdout_text()
+    };
+    assert!(out.contains("\"allow\""), "the user-mode control: {out}");
+    // (`make deploy` is unknown to agent 1's map: a mirrored run, not a read.)
+    let (_, why) = s.hook(&a, &[("CLAUDE_PROJECT_DIR", &other)], &deploy_event);
+    assert!(
+        why.contains("not in the tier map") && why.contains("audit #"),
+        "agent 2's map lent to agent 1: {why}"
+    );
+    let rows = audit_rows(&s);
+    let row = rows
+        .iter()
+        .find(|r| r["tool_use_id"] == "t2")
+        .unwrap_or_else(|| panic!("no audit row for t2: {rows:?}"));
+    assert_eq!(
+        row["project"].as_str(),
+        proj.to_str(),
+        "judged in the wrong project: {row}"
+    );
+
+    // A registry credential in agent 1's real home, and a script that prints it by its
+    // absolute path (nothing in the command names it).
+    let secret = a.home.join(".docker/config.json");
+    let done = s.shell_as(
+        &a,
+        &proj,
+        &format!(
+            "mkdir -p ~/.docker ~/elsewhere && echo '{{\"auths\":\"tok\"}}' > {} && \
+             echo 'cat {}; echo done' > leak.sh",
+            secret.display(),
+            secret.display()
+        ),
+    );
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let fake_home = a.home.join("elsewhere").display().to_string();
+    let out = s.hook_json_env(
+        &a,
+        &[("HOME", &fake_home)],
+        &s.pre_event(&a, "sess-h", "t3", "sh leak.sh"),
+    );
+    let rewritten = out["hookSpecificOutput"]["updatedInput"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no rewrite: {out}\nlog:\n{}", s.log()))
+        .to_owned();
+    let done = s.shell_as(&a, &proj, &format!("export HOME={fake_home}; {rewritten}"));
+    assert!(
+        done.stdout_text().contains("done"),
+        "the run: {}{}\nlog:\n{}",
+        done.stdout_text(),
+        done.stderr_text(),
+        s.log()
+    );
+    assert!(
+        !done.stdout_text().contains("tok"),
+        "the real home's secret was readable in the mirror: {}",
+        done.stdout_text()
+    );
+}
+
+/// Sessions and escape-hatch grants are the daemon's, stored: a restart neither frees agent 1's
+/// session for agent 2, nor ends an operator's grant early, nor brings back a revoked one.
+#[test]
+fn grants_and_session_bindings_survive_a_restart() {
+    let mut s = System::create();
+    s.start(0o660);
+    let (a1, a2) = (s.agent1.clone(), s.agent2.clone());
+    let (_, why) = s.hook(&a1, &[], &s.pre_event(&a1, "sess-keep", "t1", "touch x"));
+    assert!(why.contains("audit #"), "a1 opened its session: {why}");
+    let grant = |s: &System, user: &User, reason: &str| {
+        s.operator_json(&[
+            "escape-hatch",
+            "grant",
+            "--user",
+            &user.name,
+            "--minutes",
+            "30",
+            "--reason",
+            reason,
+            "--json",
+        ])["id"]
+            .as_u64()
+            .expect("grant id")
+    };
+    let kept = grant(&s, &a1, "incident 42");
+    let revoked = grant(&s, &a2, "incident 43");
+    s.operator_json(&["escape-hatch", "revoke", &revoked.to_string(), "--json"]);
+    s.restart(0o660);
+
+    // Agent 1's session is still agent 1's.
+    let (d, why) = s.hook(&a2, &[], &s.pre_event(&a1, "sess-keep", "t2", "touch y"));
+    assert_eq!(d, "deny", "{why}");
+    assert!(
+        why.contains("another user"),
+        "a2 took a1's session after a restart: {why}"
+    );
+    // Agent 1's grant still holds; agent 2's revoked one did not come back.
+    let (d, msg) = s.hook(&a1, &[], &s.pre_event(&a1, "sess-keep", "t3", "touch z"));
+    assert_eq!(
+        d,
+        "none",
+        "a1's grant after the restart: {msg}\nlog:\n{}",
+        s.log()
+    );
+    assert!(msg.contains("incident 42"), "{msg}");
+    let (d, why) = s.hook(&a2, &[], &s.pre_event(&a2, "sess-a2", "t4", "touch z"));
+    assert_ne!(d, "none", "a revoked grant came back: {why}");
+    let list = s.operator_json(&["escape-hatch", "list", "--json"]);
+    let ids: Vec<u64> = list
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .filter_map(|g| g["id"].as_u64())
+        .collect();
+    assert_eq!(ids, vec![kept], "{list}");
+    // A new grant never reuses an id.
+    let next = grant(&s, &a2, "incident 44");
+    assert!(next > revoked, "id {next} reused (revoked was {revoked})");
+}

@@ -1,10 +1,10 @@
 //! cmdgate-mirror-helper: the sandbox helper as a program of its own, for system mode, where the
 //! daemon runs as an unprivileged user and holds no capability. This file is installed
-//! `root:cmdgate 0750` (only the daemon's group may run it) with file capabilities
-//! (`setcap cap_sys_admin,cap_setuid,cap_setgid,cap_chown,cap_dac_override,cap_fowner,cap_kill,cap_sys_ptrace,cap_setpcap,cap_net_admin+ep`,
-//! see `systemd/README.md` for what each is for): the mount, cgroup and namespace work of a
-//! mirror happens here, in a single-threaded process that lives for one run, and never in the
-//! daemon.
+//! `root:cmdgate 0750` (only the daemon's group may run it) with file capabilities (the `setcap`
+//! line of `systemd/README.md`, step 2; `cmdgated.service` says what each is for): the mount,
+//! cgroup and namespace work of a mirror happens here, in a single-threaded process that lives
+//! for one run, and never in the daemon; so do the store's operations after a run (commit,
+//! discard, undo, recover, prune: `cmdgate_sandbox::keeper`), one process each.
 //!
 //! It speaks exactly the protocol of `cmdgated __sandbox-helper` (`cmdgate_sandbox::helper_main`).
 //! First it makes its uid 0 with `setresuid`: the capabilities it holds are the file's and no more

@@ -17,7 +17,7 @@ use cmdgate_policy::decide::{
     self, after_test_run, Context, Decision, Request, RuleSet, SandboxVerdict, Source, Step, Tool,
 };
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
-use cmdgate_policy::locations::Locations;
+use cmdgate_policy::locations::{Locations, Mode};
 use cmdgate_policy::secrets::SecretPaths;
 use cmdgate_policy::shell::read::{PackSet, ReadPolicy};
 use cmdgate_policy::shell::Limits;
@@ -107,9 +107,19 @@ fn validate(req: &DecideRequest) -> Result<Validated, String> {
 
 /// Step 2: the project root (git root of cwd unless the hook named it) and the canonical cwd.
 /// Both read the file system, so they run on the blocking pool, never on the async runtime.
-async fn canonicalise(cwd: &str, claude_dir: Option<PathBuf>) -> Result<Place, String> {
+/// In system mode the hook's `CLAUDE_PROJECT_DIR` counts only when it holds the cwd: the agent's
+/// environment (a settings file's `env`) must not borrow another project's map and rules for a
+/// command that runs here; otherwise the project is found from the cwd alone.
+async fn canonicalise(cwd: &str, claude_dir: Option<PathBuf>, mode: Mode) -> Result<Place, String> {
     let cwd = PathBuf::from(cwd);
     tokio::task::spawn_blocking(move || {
+        let claude_dir = match mode {
+            Mode::User => claude_dir,
+            Mode::System => claude_dir.filter(|dir| {
+                let canon = |p: &Path| std::fs::canonicalize(p).ok();
+                matches!((canon(dir), canon(&cwd)), (Some(d), Some(c)) if c.starts_with(&d))
+            }),
+        };
         let (root, _) = crate::engine::project::project_root(&cwd, claude_dir.as_deref());
         let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
         Place {
@@ -156,17 +166,22 @@ pub(crate) fn judge(j: Judge) -> (Step, String) {
         .agent_home
         .filter(|h| h.starts_with('/'))
         .unwrap_or_else(|| db_home.clone());
-    // Registrations and defaults under either home are cmdgate's.
+    // Registrations and defaults under either home are cmdgate's, and a secret under either
+    // home is a secret: the agent's `$HOME` says how its shell expands `~`, never that the real
+    // home's keys are somewhere else.
     let mut own_paths = j.locations.own_paths(&home);
-    if db_home != home {
+    let secrets = if db_home != home {
         own_paths.extend(j.locations.own_paths(&db_home));
-    }
+        SecretPaths::builtin_homes(&[&home, &db_home], &j.extra_secrets)
+    } else {
+        SecretPaths::builtin(&home, &j.extra_secrets)
+    };
     own_paths.extend(j.extra_own);
     let read_policy = ReadPolicy {
         home: home.clone(),
         cwd: None,
         project: None,
-        secrets: SecretPaths::builtin(&home, &j.extra_secrets),
+        secrets,
         extension: None,
         // Lists the cwd / project root for a recursive search of it (only when asked).
         listing: Some(&crate::engine::listing::list_dir),
@@ -221,7 +236,13 @@ pub(crate) fn judge(j: Judge) -> (Step, String) {
         }
         _ => step,
     };
-    (step, home)
+    // The mirror's home (its overlay, its secret masks, `write=~/…` paths): in system mode the
+    // password database's, never one the agent's environment names.
+    let mirror_home = match j.locations.mode {
+        Mode::System => db_home,
+        Mode::User => home,
+    };
+    (step, mirror_home)
 }
 
 /// Where a learned command's programs are looked up: the system's directories, never the agent's
@@ -423,7 +444,7 @@ impl Engine {
             Err(why) => return self.finish_early(early(entry, why), started).await,
         };
         // 2. Canonicalise.
-        let place = match canonicalise(&req.cwd, claude_dir).await {
+        let place = match canonicalise(&req.cwd, claude_dir, self.paths.locations.mode).await {
             Ok(p) => p,
             Err(why) => return self.finish_early(early(entry, why), started).await,
         };

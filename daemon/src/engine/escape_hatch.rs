@@ -2,7 +2,9 @@
 //! step aside for one agent uid or one session until an expiry. The agent's environment cannot
 //! grant it (the system-mode hook reads no `CMDGATE_ESCAPE_HATCH`); the operator grants and revokes
 //! it on the admin socket (`cmdgate escape-hatch`), and every grant, revocation and use is audited
-//! by the daemon. Grants live in memory only: a restart ends them (fail closed).
+//! by the daemon. Grants are stored with their audit row (`escape_hatches`, in the same
+//! transaction) and restored at start: a restart neither ends an operator's grant early nor
+//! revives a revoked or expired one.
 
 use std::sync::Mutex;
 
@@ -11,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock;
 use crate::engine::{Engine, Peer};
-use crate::store::audit::{Entry, Kind};
+use crate::store::audit::{self, Entry, Kind};
+use crate::store::state::{self, HatchRow};
 use crate::store::StoreError;
 
 /// The longest grant: a hatch is for an incident, not a policy.
@@ -101,6 +104,34 @@ impl EscapeHatches {
         Ok(grant)
     }
 
+    /// The grants a previous run stored (in force at start) and the highest id ever used, so
+    /// ids are never reused.
+    pub fn restore(&self, rows: Vec<HatchRow>, max_id: i64) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.next_id = inner.next_id.max(u64::try_from(max_id).unwrap_or(0));
+        for r in rows {
+            let scope = match (r.uid, r.session) {
+                (Some(uid), None) => HatchScope::Uid(uid),
+                (None, Some(session)) => HatchScope::Session(session),
+                _ => continue,
+            };
+            inner.grants.push(Grant {
+                id: u64::try_from(r.id).unwrap_or(0),
+                scope,
+                reason: r.reason,
+                granted_at: UnixMillis(u64::try_from(r.granted_ms).unwrap_or(0)),
+                until: UnixMillis(u64::try_from(r.until_ms).unwrap_or(0)),
+                granted_by: r.granted_by,
+            });
+        }
+    }
+
+    /// Grant `id`, if it is held.
+    pub fn get(&self, id: u64) -> Option<Grant> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.grants.iter().find(|g| g.id == id).cloned()
+    }
+
     /// Ends grant `id`; the grant, or `None` when there was none.
     pub fn revoke(&self, id: u64) -> Option<Grant> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -152,17 +183,23 @@ impl Engine {
             Ok(g) => g,
             Err(e) => return Ok(Err(e)),
         };
-        self.audit_hatch(&grant, operator, "granted").await?;
+        // Stored with its audit row; a grant the store did not take is no grant.
+        if let Err(e) = self.audit_hatch(&grant, operator, "granted").await {
+            self.hatches.revoke(grant.id);
+            return Err(e);
+        }
         Ok(Ok(grant))
     }
 
     /// Ends a grant now, audited; `None` when there is no such grant in force.
     pub async fn revoke_hatch(&self, operator: Peer, id: u64) -> Result<Option<Grant>, StoreError> {
-        let Some(grant) = self.hatches.revoke(id) else {
+        let Some(grant) = self.hatches.get(id) else {
             return Ok(None);
         };
+        // Stored first: a revocation the store did not take must not come back at a restart
+        // while this run of the daemon believes it gone.
         self.audit_hatch(&grant, operator, "revoked").await?;
-        Ok(Some(grant))
+        Ok(self.hatches.revoke(id).or(Some(grant)))
     }
 
     async fn audit_hatch(
@@ -171,8 +208,9 @@ impl Engine {
         operator: Peer,
         what: &str,
     ) -> Result<(), StoreError> {
+        let now_ms = clock::now_ms();
         let entry = Entry {
-            at_ms: clock::now_ms(),
+            at_ms: now_ms,
             kind: Kind::EscapeHatch.as_str().into(),
             session: match &grant.scope {
                 HatchScope::Session(s) => Some(s.clone()),
@@ -187,7 +225,32 @@ impl Engine {
             )),
             ..Entry::default()
         };
-        self.store.append(entry).await.map(|_| ())
+        let row = HatchRow {
+            id: i64::try_from(grant.id).unwrap_or(i64::MAX),
+            uid: match &grant.scope {
+                HatchScope::Uid(u) => Some(*u),
+                HatchScope::Session(_) => None,
+            },
+            session: match &grant.scope {
+                HatchScope::Session(s) => Some(s.clone()),
+                HatchScope::Uid(_) => None,
+            },
+            reason: grant.reason.clone(),
+            granted_ms: i64::try_from(grant.granted_at.0).unwrap_or(i64::MAX),
+            until_ms: i64::try_from(grant.until.0).unwrap_or(i64::MAX),
+            granted_by: grant.granted_by.clone(),
+        };
+        let granted = what == "granted";
+        self.store
+            .write(move |c| {
+                if granted {
+                    state::put_hatch(c, &row)?;
+                } else {
+                    state::revoke_hatch(c, row.id, now_ms)?;
+                }
+                audit::append(c, entry).map(|_| ())
+            })
+            .await
     }
 }
 

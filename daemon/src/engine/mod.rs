@@ -228,10 +228,10 @@ impl Engine {
         }
         if runs.unavailable().is_none() {
             let state = paths.sandbox_state.clone();
-            let report =
-                tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::recover(&state))
-                    .await
-                    .unwrap_or_default();
+            let keeper = runs.keeper();
+            let report = tokio::task::spawn_blocking(move || keeper.recover(&state))
+                .await
+                .unwrap_or_default();
             redeem::record_recovery(&store, &report).await?;
         }
         let testruns = TestRunner::new(helper, paths.sandbox_state.clone(), config.sandbox.clone())
@@ -252,6 +252,22 @@ impl Engine {
                 "cmdgated: the model reviewer is unavailable ({p}); a person decides every ask"
             );
         }
+        // Escape-hatch grants in force and session bindings survive a restart.
+        let hatches = escape_hatch::EscapeHatches::default();
+        let now = clock::now();
+        let now_ms = clock::now_ms();
+        let (grants, max_grant) = store
+            .read(move |c| crate::store::state::hatches_in_force(c, now_ms))
+            .await?;
+        hatches.restore(grants, max_grant);
+        let sessions = peers::SessionOwners::default();
+        let since = now_ms.saturating_sub(
+            i64::try_from(peers::SESSION_IDLE_MS + peers::SESSION_TOUCH_MS).unwrap_or(i64::MAX),
+        );
+        let bound = store
+            .write(move |c| crate::store::state::session_owners(c, since))
+            .await?;
+        sessions.restore(bound, now);
         Ok(Arc::new_cyclic(|me| Engine {
             me: me.clone(),
             reviewer,
@@ -270,8 +286,8 @@ impl Engine {
             uid,
             decisions: AtomicU64::new(0),
             refusals: peers::Refusals::default(),
-            sessions: peers::SessionOwners::default(),
-            hatches: escape_hatch::EscapeHatches::default(),
+            sessions,
+            hatches,
             spool_lock: Mutex::new(()),
             pending: Pending::default(),
             notifier,
@@ -353,8 +369,22 @@ impl Engine {
     /// session is refused and audited (`session_refused`) before anything else sees it, so it
     /// cannot trip that session's breaker or use its escape hatch.
     pub(crate) async fn claim_session(&self, peer: Peer, session: &str) -> Result<(), String> {
-        let owner = match self.sessions.claim(session, peer.uid, clock::now()) {
-            Ok(()) => return Ok(()),
+        let now = clock::now();
+        let owner = match self.sessions.claim(session, peer.uid, now) {
+            Ok(peers::Claimed { store: false }) => return Ok(()),
+            Ok(peers::Claimed { store: true }) => {
+                // Stored so a restart keeps the binding; a failed write is an integrity event
+                // (the binding holds in memory until the restart).
+                let (s, uid, at) = (session.to_owned(), peer.uid, clock::now_ms());
+                let stored = self
+                    .store
+                    .write(move |c| crate::store::state::put_session_owner(c, &s, uid, at))
+                    .await;
+                if let Err(e) = stored {
+                    self.audit_integrity.failed("session binding", &e);
+                }
+                return Ok(());
+            }
             Err(owner) => owner,
         };
         let why = format!(

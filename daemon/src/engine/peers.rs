@@ -11,8 +11,10 @@
 //!   agent read-only.
 //! - A session belongs to the uid that opened it: a request naming another uid's session is
 //!   refused before the engine sees it, so it cannot trip that session's breaker, borrow its
-//!   escape hatch or its pending approvals. Bindings live in memory (a restart forgets them; the
-//!   next request binds again) and are pruned after a day without use.
+//!   escape hatch or its pending approvals. Bindings are pruned after a day without use and
+//!   stored (`session_owners`): a new binding at once, its last use at most every
+//!   `SESSION_TOUCH_MS`; a restart restores them, counting each as used `SESSION_TOUCH_MS` after
+//!   its stored time, so a restart never frees a session for another uid early.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -77,30 +79,75 @@ pub const SESSION_IDLE_MS: u64 = 24 * 60 * 60 * 1000;
 /// Bound on remembered sessions; past it idle ones are pruned.
 const MAX_SESSIONS: usize = 100_000;
 
+/// How stale a stored binding's last use may be: a use is stored when the stored one is older.
+pub const SESSION_TOUCH_MS: u64 = 60 * 60 * 1000;
+
+/// A binding in memory: owner, last use, last use as stored.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    uid: u32,
+    seen: UnixMillis,
+    stored: UnixMillis,
+}
+
 /// Sessions and the uid that opened each.
 #[derive(Debug, Default)]
 pub struct SessionOwners {
-    map: Mutex<HashMap<String, (u32, UnixMillis)>>,
+    map: Mutex<HashMap<String, Binding>>,
+}
+
+/// A claim that passed; `store` says the binding (or its last use) must be written now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimed {
+    pub store: bool,
 }
 
 impl SessionOwners {
     /// Binds `session` to `uid` if it is new; `Err(owner)` when another uid opened it.
-    pub fn claim(&self, session: &str, uid: u32, now: UnixMillis) -> Result<(), u32> {
+    pub fn claim(&self, session: &str, uid: u32, now: UnixMillis) -> Result<Claimed, u32> {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if map.len() >= MAX_SESSIONS && !map.contains_key(session) {
-            map.retain(|_, (_, seen)| seen.plus(SESSION_IDLE_MS) > now);
+            map.retain(|_, b| b.seen.plus(SESSION_IDLE_MS) > now);
         }
         match map.get_mut(session) {
-            Some((owner, seen)) if *owner == uid || seen.plus(SESSION_IDLE_MS) <= now => {
-                *owner = uid;
-                *seen = now;
-                Ok(())
+            Some(b) if b.uid == uid => {
+                b.seen = now;
+                let store = b.stored.plus(SESSION_TOUCH_MS) <= now;
+                if store {
+                    b.stored = now;
+                }
+                Ok(Claimed { store })
             }
-            Some((owner, _)) => Err(*owner),
+            Some(b) if b.seen.plus(SESSION_IDLE_MS) <= now => {
+                *b = Binding {
+                    uid,
+                    seen: now,
+                    stored: now,
+                };
+                Ok(Claimed { store: true })
+            }
+            Some(b) => Err(b.uid),
             None => {
-                map.insert(session.to_owned(), (uid, now));
-                Ok(())
+                let b = Binding {
+                    uid,
+                    seen: now,
+                    stored: now,
+                };
+                map.insert(session.to_owned(), b);
+                Ok(Claimed { store: true })
             }
+        }
+    }
+
+    /// The bindings a previous run stored (`session`, `uid`, stored last use in ms): each counts
+    /// as used `SESSION_TOUCH_MS` after its stored time (a later use may not have been stored),
+    /// but not after `now`.
+    pub fn restore(&self, rows: Vec<(String, u32, i64)>, now: UnixMillis) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        for (session, uid, seen_ms) in rows {
+            let stored = UnixMillis(u64::try_from(seen_ms).unwrap_or(0));
+            let seen = UnixMillis(stored.plus(SESSION_TOUCH_MS).0.min(now.0));
+            map.insert(session, Binding { uid, seen, stored });
         }
     }
 }
@@ -144,11 +191,41 @@ mod tests {
     fn a_session_belongs_to_the_uid_that_opened_it() {
         let s = SessionOwners::default();
         let t = UnixMillis(1_000);
-        assert_eq!(s.claim("s1", 1001, t), Ok(()));
-        assert_eq!(s.claim("s1", 1001, t.plus(5)), Ok(()));
+        let new = Ok(Claimed { store: true });
+        let known = Ok(Claimed { store: false });
+        assert_eq!(s.claim("s1", 1001, t), new);
+        assert_eq!(s.claim("s1", 1001, t.plus(5)), known);
         assert_eq!(s.claim("s1", 1002, t.plus(6)), Err(1001));
-        assert_eq!(s.claim("s2", 1002, t), Ok(()));
+        assert_eq!(s.claim("s2", 1002, t), new);
+        // A use is stored again once the stored one is `SESSION_TOUCH_MS` old.
+        assert_eq!(s.claim("s2", 1002, t.plus(SESSION_TOUCH_MS)), new);
+        assert_eq!(s.claim("s2", 1002, t.plus(SESSION_TOUCH_MS + 1)), known);
         // A day after its last use the binding is forgotten.
-        assert_eq!(s.claim("s1", 1002, t.plus(5 + SESSION_IDLE_MS)), Ok(()));
+        assert_eq!(s.claim("s1", 1002, t.plus(5 + SESSION_IDLE_MS)), new);
+    }
+
+    #[test]
+    fn restored_bindings_count_as_used_up_to_a_touch_after_their_stored_use() {
+        let t = UnixMillis(10 * SESSION_IDLE_MS);
+        let s = SessionOwners::default();
+        let stored = i64::try_from(t.0).unwrap();
+        // (The daemon restarted well after that.)
+        s.restore(
+            vec![("s1".into(), 1001, stored)],
+            t.plus(3 * SESSION_TOUCH_MS),
+        );
+        // Stored at t, perhaps used until t + TOUCH: not another uid's before t + TOUCH + a day.
+        assert_eq!(
+            s.claim("s1", 1002, t.plus(SESSION_TOUCH_MS + SESSION_IDLE_MS - 1)),
+            Err(1001)
+        );
+        assert_eq!(
+            s.claim("s1", 1002, t.plus(SESSION_TOUCH_MS + SESSION_IDLE_MS)),
+            Ok(Claimed { store: true })
+        );
+        // Never counted as used after the restart itself.
+        let s = SessionOwners::default();
+        s.restore(vec![("s2".into(), 1001, stored)], t.plus(1));
+        assert!(s.claim("s2", 1002, t.plus(1 + SESSION_IDLE_MS)).is_ok());
     }
 }

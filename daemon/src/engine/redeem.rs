@@ -353,10 +353,10 @@ impl Engine {
         let _one_at_a_time = self.runs.undo_lock.lock().await;
         let state = self.runs.state_dir().to_path_buf();
         let id = run_id.clone();
-        let result =
-            tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::undo(&state, &id))
-                .await
-                .map_err(|e| UndoError::Refused(format!("the undo thread failed: {e}")))?;
+        let keeper = self.runs.keeper();
+        let result = tokio::task::spawn_blocking(move || keeper.undo(&state, &id))
+            .await
+            .map_err(|e| UndoError::Refused(format!("the undo thread failed: {e}")))?;
         let (decision, reason, value, err) = match result {
             Ok(report) => (
                 "undone",
@@ -413,8 +413,12 @@ impl Engine {
             })
             .await?;
         let state = self.runs.state_dir().to_path_buf();
-        let journal = tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::runs(&state))
+        let keeper = self.runs.keeper();
+        // A journal that cannot be read (the helper failed) shows no undo state, never a wrong one.
+        let journal = tokio::task::spawn_blocking(move || keeper.runs(&state))
             .await
+            .ok()
+            .and_then(Result::ok)
             .unwrap_or_default();
         let runs: Vec<serde_json::Value> = rows
             .into_iter()

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use cmdgate_policy::wire::run::{output_frames, Frame, RunStatus, HEARTBEAT_MS};
 use cmdgate_sandbox::commit::{self, CommitConfig, CommitError, JournalLimits};
+use cmdgate_sandbox::keeper::Keeper;
 use cmdgate_sandbox::mirror::{self, MirrorCommand};
 use cmdgate_sandbox::{Effect, HelperCommand, Privilege, RunAs, RunConfig};
 use tokio::sync::{mpsc, Semaphore};
@@ -43,6 +44,9 @@ pub struct Runs {
     journal: JournalLimits,
     /// Why runs cannot happen here (`None`: they can).
     unavailable: Option<String>,
+    /// Where the store's operations after a run happen: here (root) or in the mirror helper
+    /// (system mode: the daemon holds no capability).
+    keeper: Keeper,
     /// One `cmdgate undo` at a time (the library does not serialise undos of one run).
     pub(crate) undo_lock: tokio::sync::Mutex<()>,
     /// What every run hides (cmdgate's own paths, secret paths) and how it judges git.
@@ -83,16 +87,35 @@ impl Runs {
         config: SandboxConfig,
         max_concurrent: usize,
     ) -> Runs {
-        let unavailable = match cmdgate_sandbox::detect_privilege() {
-            Privilege::Root => None,
-            Privilege::UserNamespace => Some(
-                "the daemon is not root (the mirror needs root; rootless mode is not built yet)"
-                    .into(),
+        // System mode: the mirror helper program holds the privileges (file capabilities), the
+        // daemon none; whether it can build a mirror shows at its first run (a refusal fails the
+        // run, which commits nothing).
+        let (helper, unavailable) = match &config.helper {
+            Some(program) => (
+                HelperCommand {
+                    program: program.clone(),
+                    args: Vec::new(),
+                },
+                std::fs::metadata(program)
+                    .err()
+                    .map(|e| format!("the mirror helper {} is unusable ({e})", program.display())),
             ),
-            Privilege::Unavailable(why) => Some(format!(
-                "the daemon is not root and user namespaces are unavailable ({why})"
-            )),
+            None => (
+                helper,
+                match cmdgate_sandbox::detect_privilege() {
+                    Privilege::Root => None,
+                    Privilege::UserNamespace => Some(
+                        "the daemon is not root and no mirror helper is configured \
+                         (`[sandbox] helper`, systemd/README.md)"
+                            .into(),
+                    ),
+                    Privilege::Unavailable(why) => Some(format!(
+                        "the daemon is not root and user namespaces are unavailable ({why})"
+                    )),
+                },
+            ),
         };
+        let keeper = Keeper::new(&helper);
         let commit = CommitConfig::default();
         Runs {
             journal: JournalLimits::default(),
@@ -102,6 +125,7 @@ impl Runs {
             slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
             commit,
             unavailable,
+            keeper,
             undo_lock: tokio::sync::Mutex::new(()),
             scope: MirrorScope::default(),
         }
@@ -124,17 +148,22 @@ impl Runs {
     /// Repairs what a crash left (interrupted commits rolled back, interrupted undos finished,
     /// orphaned upper dirs discarded). At start, before serving: no run is in flight.
     pub fn recover(&self) -> commit::RecoverReport {
-        commit::recover(&self.state_dir)
+        self.keeper.recover(&self.state_dir)
     }
 
     /// Committed runs with their undo state.
-    pub fn journal(&self) -> Vec<commit::JournalEntry> {
-        commit::runs(&self.state_dir)
+    pub fn journal(&self) -> Result<Vec<commit::JournalEntry>, String> {
+        self.keeper.runs(&self.state_dir)
     }
 
     /// Restores the workspace to before a committed run (refusing where a later change conflicts).
     pub fn undo(&self, run_id: &str) -> Result<commit::UndoReport, commit::UndoError> {
-        commit::undo(&self.state_dir, run_id)
+        self.keeper.undo(&self.state_dir, run_id)
+    }
+
+    /// Where the store's operations happen (for the blocking pool).
+    pub fn keeper(&self) -> Keeper {
+        self.keeper.clone()
     }
 
     fn run_config(&self, issued: &Issued) -> RunConfig {
@@ -353,11 +382,15 @@ impl Runs {
             let cfg = self.commit.clone();
             let state_dir = self.state_dir.clone();
             let limits = self.journal;
-            let committed = tokio::task::spawn_blocking(move || commit::commit(kept, &cfg)).await;
+            let keeper = self.keeper.clone();
+            let committed = {
+                let keeper = keeper.clone();
+                tokio::task::spawn_blocking(move || keeper.commit(kept, &cfg)).await
+            };
             if matches!(committed, Ok(Ok(_))) {
                 // Off the run's critical path (it reads every journaled manifest); safe while
                 // other runs commit.
-                tokio::task::spawn_blocking(move || commit::prune(&state_dir, &limits));
+                tokio::task::spawn_blocking(move || keeper.prune(&state_dir, &limits));
             }
             match committed {
                 Ok(Ok(report)) => {

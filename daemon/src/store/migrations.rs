@@ -123,6 +123,26 @@ pub const MIGRATIONS: &[&str] = &[
     INSERT INTO rules_revision (id, revision) VALUES (1, 0);
     CREATE INDEX command_audit_rule ON command_audit(rule);
     "#,
+    // System mode: escape-hatch grants and session bindings survive a restart (a restart must not
+    // end an operator's grant early, nor free a session for another uid).
+    r#"
+    CREATE TABLE escape_hatches (
+        id            INTEGER PRIMARY KEY,
+        scope_uid     INTEGER,
+        scope_session TEXT,
+        reason        TEXT NOT NULL,
+        granted_ms    INTEGER NOT NULL,
+        until_ms      INTEGER NOT NULL,
+        granted_by    TEXT NOT NULL,
+        revoked_ms    INTEGER,
+        CHECK ((scope_uid IS NULL) <> (scope_session IS NULL))
+    );
+    CREATE TABLE session_owners (
+        session     TEXT PRIMARY KEY,
+        uid         INTEGER NOT NULL,
+        seen_ms     INTEGER NOT NULL
+    );
+    "#,
 ];
 
 #[cfg(test)]

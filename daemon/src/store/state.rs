@@ -715,3 +715,95 @@ mod tests {
         assert_eq!(rev, 3);
     }
 }
+
+/// An escape-hatch grant as stored: exactly one of `uid` and `session` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HatchRow {
+    pub id: i64,
+    pub uid: Option<u32>,
+    pub session: Option<String>,
+    pub reason: String,
+    pub granted_ms: i64,
+    pub until_ms: i64,
+    pub granted_by: String,
+}
+
+/// Stores a new grant (its id chosen by the engine, never reused: see `max_hatch_id`).
+pub fn put_hatch(c: &Connection, g: &HatchRow) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO escape_hatches (id, scope_uid, scope_session, reason, granted_ms, until_ms, \
+         granted_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        rusqlite::params![
+            g.id,
+            g.uid,
+            g.session,
+            g.reason,
+            g.granted_ms,
+            g.until_ms,
+            g.granted_by
+        ],
+    )?;
+    Ok(())
+}
+
+/// Marks grant `id` revoked at `now_ms`.
+pub fn revoke_hatch(c: &Connection, id: i64, now_ms: i64) -> Result<(), StoreError> {
+    c.execute(
+        "UPDATE escape_hatches SET revoked_ms = ?2 WHERE id = ?1 AND revoked_ms IS NULL",
+        rusqlite::params![id, now_ms],
+    )?;
+    Ok(())
+}
+
+/// Grants neither revoked nor expired at `now_ms`, oldest first; and the highest id ever used.
+pub fn hatches_in_force(c: &Connection, now_ms: i64) -> Result<(Vec<HatchRow>, i64), StoreError> {
+    let mut stmt = c.prepare(
+        "SELECT id, scope_uid, scope_session, reason, granted_ms, until_ms, granted_by \
+         FROM escape_hatches WHERE revoked_ms IS NULL AND until_ms > ?1 ORDER BY id",
+    )?;
+    let mut rows = stmt.query([now_ms])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(HatchRow {
+            id: r.get(0)?,
+            uid: r.get(1)?,
+            session: r.get(2)?,
+            reason: r.get(3)?,
+            granted_ms: r.get(4)?,
+            until_ms: r.get(5)?,
+            granted_by: r.get(6)?,
+        });
+    }
+    let max: Option<i64> = c.query_row("SELECT MAX(id) FROM escape_hatches", [], |r| r.get(0))?;
+    Ok((out, max.unwrap_or(0)))
+}
+
+/// Binds `session` to `uid`, last seen at `seen_ms` (replacing an earlier binding).
+pub fn put_session_owner(
+    c: &Connection,
+    session: &str,
+    uid: u32,
+    seen_ms: i64,
+) -> Result<(), StoreError> {
+    c.execute(
+        "INSERT INTO session_owners (session, uid, seen_ms) VALUES (?1, ?2, ?3) \
+         ON CONFLICT(session) DO UPDATE SET uid = excluded.uid, seen_ms = excluded.seen_ms",
+        rusqlite::params![session, uid, seen_ms],
+    )?;
+    Ok(())
+}
+
+/// Session bindings seen at or after `since_ms`; older ones are deleted.
+pub fn session_owners(
+    c: &Connection,
+    since_ms: i64,
+) -> Result<Vec<(String, u32, i64)>, StoreError> {
+    c.execute("DELETE FROM session_owners WHERE seen_ms < ?1", [since_ms])?;
+    let mut stmt = c.prepare("SELECT session, uid, seen_ms FROM session_owners")?;
+    let mut rows = stmt.query([])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push((r.get(0)?, r.get(1)?, r.get(2)?));
+    }
+    Ok(out)
+}

@@ -524,7 +524,7 @@ pub fn runs(state_dir: &Path) -> Vec<JournalEntry> {
 }
 
 /// Why an undo did nothing.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error, Serialize, Deserialize)]
 pub enum UndoError {
     /// No such committed run in the journal (never committed, pruned, or a bad id).
     #[error("no committed run {0} in the journal")]

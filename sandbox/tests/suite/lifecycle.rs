@@ -179,6 +179,7 @@ fn without_root_the_helper_refuses_and_runs_nothing() {
         }
         HelperReply::Done(raw) => panic!("ran without root: {raw:?}"),
         HelperReply::Ready => panic!("prepared without root"),
+        HelperReply::Store(reply) => panic!("a store answer to a run: {reply:?}"),
     }
     assert!(!marker.exists());
 }

@@ -179,6 +179,24 @@ impl SecretPaths {
         out
     }
 
+    /// Also anchors the `~/` patterns of `patterns` at a second home `home` (the password
+    /// database's, when the agent's `$HOME` says another): a secret under either home is one.
+    pub fn add_home<S: AsRef<str>>(&mut self, patterns: &[S], home: &str) {
+        let home_comps = owned(home);
+        for p in patterns {
+            if let Some(rest) = p.as_ref().strip_prefix("~/") {
+                let tail = owned(rest);
+                let mut full = home_comps.clone();
+                full.extend(tail.iter().cloned());
+                if !self.anchored.contains(&full) {
+                    self.anchored.push(full);
+                    self.tails.push(tail);
+                    self.rooted.push(false);
+                }
+            }
+        }
+    }
+
     /// Does `path` (a file name, `~` already expanded, relative to each of `cwds`, or to an unknown
     /// directory when `cwds` is empty) name a secret? With `glob`, `*` and `?` in `path` are
     /// wildcards and the question is whether any file it matches could be a secret.

@@ -1,0 +1,339 @@
+//! Who touches the mirror store after a run: this process when it is root, else the mirror helper.
+//!
+//! In system mode the daemon runs as its own unprivileged user and holds no capability
+//! (systemd/README.md). A run's kept upper dir then holds the agent's files (the command ran as the
+//! agent) and overlay markers in `trusted.overlay.*` xattrs (only readable with `CAP_SYS_ADMIN`),
+//! and a commit renames them into the agent's workspace, which the daemon's user may not write.
+//! So every operation on the store after the run — commit, discard, undo, recover, prune, the
+//! journal listing — is done by the same helper program that ran the mirror (with its file
+//! capabilities), one process per operation, speaking [`ParentMessage::Store`] /
+//! [`HelperReply::Store`]. A root caller does them itself (the helper would be itself).
+//!
+//! The helper acts only on stores listed in the state dir's `mirror-roots` (as in-process
+//! operations do) and on run ids of the store's own shape ([`crate::mirror::load_kept`]).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use crate::commit::{
+    self, CommitConfig, CommitError, CommitReport, JournalEntry, JournalLimits, Problem,
+    RecoverReport, UndoError, UndoReport,
+};
+use crate::config::HelperCommand;
+use crate::mirror::{load_kept, KeptUpper};
+use crate::protocol::{HelperReply, ParentMessage};
+
+/// One operation on a state dir's mirror stores.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum StoreOp {
+    /// Commit a kept run (`commit::commit`).
+    Commit { state_dir: PathBuf, run_id: String },
+    /// Remove a kept run's upper dir.
+    Discard { state_dir: PathBuf, run_id: String },
+    /// `commit::undo`.
+    Undo { state_dir: PathBuf, run_id: String },
+    /// `commit::recover`.
+    Recover { state_dir: PathBuf },
+    /// `commit::prune`.
+    Prune {
+        state_dir: PathBuf,
+        limits: JournalLimits,
+    },
+    /// `commit::runs`.
+    Runs { state_dir: PathBuf },
+}
+
+/// Why a commit done by the helper committed nothing (the kept run stays in the store; the
+/// caller discards it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotCommitted {
+    Killed,
+    Conflict,
+    Refused,
+    Io,
+    Journal,
+}
+
+/// The helper's answer to a [`StoreOp`].
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum StoreReply {
+    Committed(CommitReport),
+    NotCommitted {
+        kind: NotCommitted,
+        problems: Vec<Problem>,
+        path: PathBuf,
+        message: String,
+    },
+    Undone(UndoReport),
+    UndoFailed(UndoError),
+    Recovered(RecoverReport),
+    Pruned(Vec<String>),
+    Runs(Vec<JournalEntry>),
+    Discarded,
+    /// The operation could not be done (a bad id, no such kept run, IO).
+    Failed(String),
+}
+
+/// The helper that does store operations for a non-root caller; `None` when this process is
+/// root and does them itself.
+pub fn privileged(helper: &HelperCommand) -> Option<HelperCommand> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    (!root).then(|| helper.clone())
+}
+
+/// Runs one store operation in the helper: one process, one request line, one answer line.
+pub fn call(helper: &HelperCommand, op: StoreOp) -> Result<StoreReply, String> {
+    let name = helper.program.display().to_string();
+    let mut child = Command::new(&helper.program)
+        .args(&helper.args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the mirror helper {name}: {e}"))?;
+    let mut line =
+        serde_json::to_vec(&ParentMessage::Store(op)).map_err(|e| format!("request: {e}"))?;
+    line.push(b'\n');
+    let sent = child
+        .stdin
+        .take()
+        .map(|mut stdin| stdin.write_all(&line).and_then(|()| stdin.flush()));
+    let mut answer = String::new();
+    if let Some(out) = child.stdout.take() {
+        let _ = BufReader::new(out).read_line(&mut answer);
+    }
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("the mirror helper {name}: {e}"))?;
+    match serde_json::from_str::<HelperReply>(&answer) {
+        Ok(HelperReply::Store(reply)) => Ok(reply),
+        Ok(HelperReply::Failed { stage, message }) => Err(format!("{stage}: {message}")),
+        Ok(other) => Err(format!(
+            "the mirror helper answered {other:?} to a store operation"
+        )),
+        Err(_) => Err(format!(
+            "the mirror helper {name} gave no answer (sent: {}, status {}, stderr: {})",
+            sent.map_or("no stdin".into(), |r| format!("{r:?}")),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )),
+    }
+}
+
+/// The helper's side: does `op` (it runs with the helper's privileges).
+pub fn serve(op: StoreOp) -> StoreReply {
+    match op {
+        StoreOp::Commit { state_dir, run_id } => match load_kept(&state_dir, &run_id) {
+            Err(e) => StoreReply::Failed(e.to_string()),
+            Ok(kept) => match commit::commit(kept, &CommitConfig::default()) {
+                Ok(report) => StoreReply::Committed(report),
+                Err(e) => not_committed(e),
+            },
+        },
+        StoreOp::Discard { state_dir, run_id } => match load_kept(&state_dir, &run_id) {
+            Err(e) => StoreReply::Failed(e.to_string()),
+            Ok(kept) => match kept.discard() {
+                Ok(()) => StoreReply::Discarded,
+                Err(e) => StoreReply::Failed(format!("discarding run {run_id}: {e}")),
+            },
+        },
+        StoreOp::Undo { state_dir, run_id } => match commit::undo(&state_dir, &run_id) {
+            Ok(report) => StoreReply::Undone(report),
+            Err(e) => StoreReply::UndoFailed(e),
+        },
+        StoreOp::Recover { state_dir } => StoreReply::Recovered(commit::recover(&state_dir)),
+        StoreOp::Prune { state_dir, limits } => {
+            StoreReply::Pruned(commit::prune(&state_dir, &limits))
+        }
+        StoreOp::Runs { state_dir } => StoreReply::Runs(commit::runs(&state_dir)),
+    }
+}
+
+fn not_committed(e: CommitError) -> StoreReply {
+    let message = e.to_string();
+    let (kind, problems, path) = match e {
+        CommitError::Killed(_) => (NotCommitted::Killed, Vec::new(), PathBuf::new()),
+        CommitError::Conflict { problems, .. } => {
+            (NotCommitted::Conflict, problems, PathBuf::new())
+        }
+        CommitError::Refused { problems, .. } => (NotCommitted::Refused, problems, PathBuf::new()),
+        CommitError::Io { path, .. } => (NotCommitted::Io, Vec::new(), path),
+        CommitError::Stopped(_) | CommitError::Journal(_) => {
+            (NotCommitted::Journal, Vec::new(), PathBuf::new())
+        }
+    };
+    // Whatever was not committed stays in the store until the caller discards it.
+    StoreReply::NotCommitted {
+        kind,
+        problems,
+        path,
+        message,
+    }
+}
+
+/// The caller's side of the store: in this process, or through the helper.
+#[derive(Clone, Debug)]
+pub struct Keeper {
+    helper: Option<HelperCommand>,
+}
+
+impl Keeper {
+    /// Store operations through `helper` unless this process is root.
+    pub fn new(helper: &HelperCommand) -> Keeper {
+        Keeper {
+            helper: privileged(helper),
+        }
+    }
+
+    /// Whether operations go through the helper.
+    pub fn through_helper(&self) -> bool {
+        self.helper.is_some()
+    }
+
+    /// `commit::commit`, where the store's privileges are. On an error the kept run is handed
+    /// back as `commit::commit` does.
+    pub fn commit(
+        &self,
+        kept: KeptUpper,
+        config: &CommitConfig,
+    ) -> Result<CommitReport, CommitError> {
+        let Some(helper) = &kept.helper else {
+            return commit::commit(kept, config);
+        };
+        let op = StoreOp::Commit {
+            state_dir: kept.state_dir.clone(),
+            run_id: kept.run_id().to_owned(),
+        };
+        let io = |path: PathBuf, why: String, kept: KeptUpper| CommitError::Io {
+            path,
+            source: std::io::Error::other(why),
+            kept: Box::new(kept),
+        };
+        match call(helper, op) {
+            Ok(StoreReply::Committed(report)) => {
+                let mut kept = kept;
+                kept.done = true; // the helper removed it
+                Ok(report)
+            }
+            Ok(StoreReply::NotCommitted {
+                kind,
+                problems,
+                path,
+                message,
+            }) => Err(match kind {
+                NotCommitted::Killed => CommitError::Killed(Box::new(kept)),
+                NotCommitted::Conflict => CommitError::Conflict {
+                    problems,
+                    kept: Box::new(kept),
+                },
+                NotCommitted::Refused => CommitError::Refused {
+                    problems,
+                    kept: Box::new(kept),
+                },
+                NotCommitted::Io => io(path, message, kept),
+                NotCommitted::Journal => {
+                    let mut kept = kept;
+                    kept.done = true; // the journal holds it; `recover` repairs
+                    CommitError::Journal(message)
+                }
+            }),
+            Ok(other) => Err(io(
+                kept.workspace().to_path_buf(),
+                format!("the mirror helper answered {other:?}"),
+                kept,
+            )),
+            Err(why) => Err(io(kept.workspace().to_path_buf(), why, kept)),
+        }
+    }
+
+    /// `commit::undo`.
+    pub fn undo(&self, state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
+        let Some(helper) = &self.helper else {
+            return commit::undo(state_dir, run_id);
+        };
+        let op = StoreOp::Undo {
+            state_dir: state_dir.to_path_buf(),
+            run_id: run_id.to_owned(),
+        };
+        match call(helper, op) {
+            Ok(StoreReply::Undone(report)) => Ok(report),
+            Ok(StoreReply::UndoFailed(e)) => Err(e),
+            Ok(other) => Err(UndoError::Io(format!(
+                "the mirror helper answered {other:?}"
+            ))),
+            Err(why) => Err(UndoError::Io(why)),
+        }
+    }
+
+    /// `commit::recover`; a helper that cannot be asked reports nothing recovered (the journal
+    /// stays for the next start) and says why on stderr.
+    pub fn recover(&self, state_dir: &Path) -> RecoverReport {
+        let Some(helper) = &self.helper else {
+            return commit::recover(state_dir);
+        };
+        let op = StoreOp::Recover {
+            state_dir: state_dir.to_path_buf(),
+        };
+        match call(helper, op) {
+            Ok(StoreReply::Recovered(report)) => report,
+            other => {
+                eprintln!("cmdgate: recovering the mirror store through the helper: {other:?}");
+                RecoverReport::default()
+            }
+        }
+    }
+
+    /// `commit::prune`.
+    pub fn prune(&self, state_dir: &Path, limits: &JournalLimits) -> Vec<String> {
+        let Some(helper) = &self.helper else {
+            return commit::prune(state_dir, limits);
+        };
+        let op = StoreOp::Prune {
+            state_dir: state_dir.to_path_buf(),
+            limits: *limits,
+        };
+        match call(helper, op) {
+            Ok(StoreReply::Pruned(pruned)) => pruned,
+            _ => Vec::new(),
+        }
+    }
+
+    /// `commit::runs`.
+    pub fn runs(&self, state_dir: &Path) -> Result<Vec<JournalEntry>, String> {
+        let Some(helper) = &self.helper else {
+            return Ok(commit::runs(state_dir));
+        };
+        let op = StoreOp::Runs {
+            state_dir: state_dir.to_path_buf(),
+        };
+        match call(helper, op)? {
+            StoreReply::Runs(runs) => Ok(runs),
+            other => Err(format!("the mirror helper answered {other:?}")),
+        }
+    }
+}
+
+/// Discards a kept run through the helper (`KeptUpper::discard` and its drop, non-root).
+pub(crate) fn discard_through(
+    helper: &HelperCommand,
+    state_dir: &Path,
+    run_id: &str,
+) -> std::io::Result<()> {
+    let op = StoreOp::Discard {
+        state_dir: state_dir.to_path_buf(),
+        run_id: run_id.to_owned(),
+    };
+    match call(helper, op) {
+        Ok(StoreReply::Discarded) => Ok(()),
+        Ok(other) => Err(std::io::Error::other(format!(
+            "the mirror helper answered {other:?}"
+        ))),
+        Err(why) => Err(std::io::Error::other(why)),
+    }
+}
