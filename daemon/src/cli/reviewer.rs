@@ -8,18 +8,23 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cmdgate_policy::decide::{self, Context, Decision, Request, RuleSet, Step, Tool};
+use cmdgate_policy::decide::{
+    self, canonical_key, Context, Decision, Request, Rule, RuleSet, Step, Tool,
+};
 use cmdgate_policy::locations::Locations;
-use cmdgate_policy::shell::{read::ReadPolicy, Limits};
+use cmdgate_policy::shell::{self, read::ReadPolicy, Analysis, Limits};
 use cmdgate_policy::tiermap::Snapshot;
 use serde_json::{json, Value};
 
+use crate::api::types::RulesList;
+use crate::cli::client;
 use crate::engine::project;
 use crate::engine::reviewer::evidence::{
-    render_call, render_prefix, CallEvidence, CallFacts, Classification, Prompt, TurnEvidence,
-    UserTurns,
+    candidates, render_call, render_prefix, CallEvidence, CallFacts, Classification, Prompt,
+    TurnEvidence, UserTurns,
 };
 use crate::engine::reviewer::{ReviewDecision, Reviewer, ReviewerConfig, SYSTEM_PROMPT};
+use crate::engine::rules::rule_kind;
 
 /// `cmdgate reviewer …`.
 #[derive(Debug, clap::Args)]
@@ -82,6 +87,28 @@ pub fn run(args: ReviewerArgs) -> anyhow::Result<std::process::ExitCode> {
     }
 }
 
+/// The saved rules, from the daemon over the admin socket (the operator's): the policy decides
+/// with them and the reviewer's saved-rule candidates come from them. `Err` says why there are
+/// none (no daemon, not an operator).
+fn saved_rules(admin: &std::path::Path) -> Result<Vec<Rule>, String> {
+    let listed = client::get::<RulesList>(admin, "/admin/rules").map_err(|e| e.to_string())?;
+    Ok(listed
+        .value
+        .rules
+        .into_iter()
+        .filter_map(|r| {
+            Some(Rule {
+                id: r.id,
+                kind: rule_kind(&r.kind)?,
+                project: r.project,
+                key: r.key,
+                enabled: r.enabled,
+                note: r.note,
+            })
+        })
+        .collect())
+}
+
 /// The operator's reviewer (configured or not: `try` and `eval` work on a disabled one).
 fn reviewer(config: Option<PathBuf>) -> anyhow::Result<Reviewer> {
     let (config, _) = crate::api::serve::load(config)?;
@@ -102,6 +129,8 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn try_one(args: TryArgs) -> anyhow::Result<std::process::ExitCode> {
     let reviewer = reviewer(args.config.clone())?;
+    let (_, paths) = crate::api::serve::load(args.config.clone())?;
+    let saved = saved_rules(&paths.admin_socket);
     let command = args.command.join(" ");
     let cwd = match args.cwd {
         Some(c) => c,
@@ -119,7 +148,7 @@ fn try_one(args: TryArgs) -> anyhow::Result<std::process::ExitCode> {
         .into_owned();
     let read_policy = ReadPolicy::new(&home);
     let own = locations.own_paths(&home);
-    let rules = RuleSet::default();
+    let rules = RuleSet::new(saved.clone().unwrap_or_default());
     let ctx = Context {
         snapshot: &snapshot,
         rules: &rules,
@@ -171,7 +200,7 @@ fn try_one(args: TryArgs) -> anyhow::Result<std::process::ExitCode> {
             tool: "Bash".into(),
             input: json!({"command": command}),
             cwd: cwd_s,
-            project: root_s,
+            project: root_s.clone(),
             session: "cmdgate reviewer try".into(),
             agent_id: None,
             agent_type: None,
@@ -183,7 +212,12 @@ fn try_one(args: TryArgs) -> anyhow::Result<std::process::ExitCode> {
             tiermap_revision: revision,
         },
         mirror: None,
-        candidates: Vec::new(),
+        candidates: match shell::analyze(&command, &Limits::default()) {
+            Analysis::Parsed(script) => {
+                candidates(rules.rules(), &root_s, &command, &canonical_key(&script))
+            }
+            Analysis::Unanalyzable(_) => Vec::new(),
+        },
     };
     let prompt = Prompt {
         prefix: render_prefix(&turn),
@@ -205,12 +239,33 @@ fn try_one(args: TryArgs) -> anyhow::Result<std::process::ExitCode> {
         println!(
             "{}",
             json!({"policy": {"decision": "ask", "rule": ev.rule, "reason": ev.reason},
+                   "candidates": call.candidates,
+                   "saved_rules": saved.as_ref().map(Vec::len).map_err(String::as_str),
                    "evidence": prompt.text(), "system_prompt_bytes": SYSTEM_PROMPT.len(),
                    "decision": decision, "reason": reason, "model": out.model,
                    "latency_ms": out.latency.as_millis() as u64, "digest": out.digest, "usage": out.usage})
         );
     } else {
         println!("policy: ask ({})", ev.reason);
+        match &saved {
+            Ok(all) => println!(
+                "saved-rule candidates: {} of {} saved rules",
+                call.candidates.len(),
+                all.len()
+            ),
+            Err(why) => {
+                println!("saved-rule candidates: none, the saved rules are unavailable ({why})")
+            }
+        }
+        for c in &call.candidates {
+            println!(
+                "  {} `{}`: {}{}",
+                c.rule,
+                c.command,
+                c.matched,
+                if c.enabled { "" } else { " (disabled)" }
+            );
+        }
         println!("--- evidence the reviewer sees (after the fixed system prompt) ---");
         print!("{}", prompt.text());
         println!("---");

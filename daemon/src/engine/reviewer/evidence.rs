@@ -385,7 +385,7 @@ pub fn candidates(rules: &[Rule], project: &str, command: &str, key: &str) -> Ve
         .filter(|r| r.kind == RuleKind::Approve && r.project == project)
     {
         let candidate = |matched: String| Candidate {
-            rule: format!("rule #{}", r.id),
+            rule: r.reference().to_string(),
             command: r.key.clone(),
             matched,
             enabled: r.enabled,
