@@ -178,11 +178,7 @@ fn decide(
         cwd: Some(cwd.display().to_string()),
         project: Some(root_s.clone()),
         secrets: secrets.take().unwrap_or_else(|| {
-            crate::secrets::policy_secrets(
-                &home,
-                &cfg.extra_secrets,
-                cfg.passwd_home.as_deref(),
-            )
+            crate::secrets::policy_secrets(&home, &cfg.extra_secrets, cfg.passwd_home.as_deref())
         }),
         extension: None,
         listing: None,

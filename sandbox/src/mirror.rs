@@ -504,7 +504,9 @@ impl MirrorRun {
                 return Err(SandboxError::Setup { stage, message });
             }
             Ok(HelperReply::Ready | HelperReply::Store(_)) => {
-                return Err(SandboxError::NoAnswer("answered Ready or Store to Run".into()));
+                return Err(SandboxError::NoAnswer(
+                    "answered Ready or Store to Run".into(),
+                ));
             }
             Err(e) => return Err(e),
         };

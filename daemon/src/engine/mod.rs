@@ -463,8 +463,9 @@ impl Engine {
             })
             .await;
         let state = self.runs.state_dir().to_path_buf();
+        let keeper = self.runs.keeper();
         let journal =
-            tokio::task::spawn_blocking(move || cmdgate_sandbox::commit::runs(&state)).await;
+            tokio::task::spawn_blocking(move || keeper.runs(&state).unwrap_or_default()).await;
         let undoable: Vec<String> = journal
             .as_deref()
             .unwrap_or_default()

@@ -493,6 +493,13 @@ impl Runs {
         let run_id = kept.run_id().to_owned();
         let state_dir = self.state_dir.clone();
         let (bytes, limits) = (self.config.keep_rolled_back_bytes, self.journal);
+        if self.keeper.through_helper() {
+            // System mode: the kept upper holds the agent's files, which the daemon can neither
+            // diff reliably (overlay markers need CAP_SYS_ADMIN) nor prune; the helper discards
+            // it, as before runs were kept (not built yet: diff and apply through the helper).
+            let _ = tokio::task::spawn_blocking(move || kept.discard()).await;
+            return None;
+        }
         let _one_at_a_time = self.undo_lock.lock().await;
         tokio::task::spawn_blocking(move || {
             if kept.keep_for(ttl).is_err() {

@@ -182,17 +182,16 @@ impl SecretPaths {
     /// Also anchors the `~/` patterns of `patterns` at a second home `home` (the password
     /// database's, when the agent's `$HOME` says another): a secret under either home is one.
     pub fn add_home<S: AsRef<str>>(&mut self, patterns: &[S], home: &str) {
-        let home_comps = owned(home);
+        let home_comps = comps_of(&Comp::Shared(Arc::from(home)));
         for p in patterns {
             if let Some(rest) = p.as_ref().strip_prefix("~/") {
-                let tail = owned(rest);
-                let mut full = home_comps.clone();
+                let tail = comps_of(&Comp::Shared(Arc::from(rest)));
+                let mut full = Vec::with_capacity(home_comps.len() + tail.len());
+                full.extend(home_comps.iter().cloned());
                 full.extend(tail.iter().cloned());
-                if !self.anchored.contains(&full) {
-                    self.anchored.push(full);
-                    self.tails.push(tail);
-                    self.rooted.push(false);
-                }
+                self.anchored.push(full);
+                self.tails.push(tail);
+                self.rooted.push(false);
             }
         }
     }
