@@ -50,7 +50,7 @@ fn fill(db: &Path, n: usize) {
                 &tx,
                 Entry {
                     at_ms: 1_700_000_000_000 + i as i64,
-                    kind: Kind::Decision.as_str().into(),
+                    kind: Kind::Decision,
                     session: Some(format!("session-{}", i % 97)),
                     permission_mode: Some("default".into()),
                     tool_use_id: Some(format!("toolu_{i:010}")),
@@ -59,9 +59,9 @@ fn fill(db: &Path, n: usize) {
                     tool: Some("Bash".into()),
                     tool_input: Some(serde_json::json!({ "command": command }).to_string()),
                     command: Some(command),
-                    tier: Some("sandbox".into()),
+                    tier: Some(audit::TierSeen::Sandbox),
                     decision: Some(d.into()),
-                    source: Some(s.into()),
+                    source: Some(audit::parse_source(s).expect("a source")),
                     reason: Some(format!("{d} by {s}")),
                     tiermap_revision: Some(4),
                     sandbox: (s == "sandbox").then(|| {
@@ -78,7 +78,7 @@ fn fill(db: &Path, n: usize) {
                     &tx,
                     Entry {
                         at_ms: row.entry.at_ms + 3,
-                        kind: Kind::Outcome.as_str().into(),
+                        kind: Kind::Outcome,
                         tool_use_id: row.entry.tool_use_id.clone(),
                         success: Some(true),
                         exit_code: Some(0),

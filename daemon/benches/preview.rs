@@ -69,7 +69,7 @@ fn main() {
                 &tx,
                 Entry {
                     at_ms: 1_700_000_000_000 + i as i64,
-                    kind: Kind::Decision.as_str().into(),
+                    kind: Kind::Decision,
                     session: Some(format!("session-{}", i % 31)),
                     tool_use_id: Some(format!("toolu_{i:010}")),
                     cwd: Some(format!("{project}/services/api")),

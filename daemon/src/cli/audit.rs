@@ -99,7 +99,7 @@ fn line(r: &AuditRow) -> String {
         e.at_ms,
         e.kind,
         e.decision.as_deref().unwrap_or("-"),
-        e.source.as_deref().unwrap_or("-"),
+        e.source.map_or("-", audit::AuditSource::as_str),
         what
     )
 }

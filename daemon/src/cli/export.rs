@@ -21,7 +21,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::approval_notes;
+use crate::store::audit::{self, AuditSource};
 use crate::store::StoreError;
+use cmdgate_policy::wire::Source;
 
 /// Export failures.
 #[derive(Debug, thiserror::Error)]
@@ -448,13 +450,13 @@ fn to_example(row: DecidedRow, options: &ExportOptions, rules: &HashMap<i64, Rul
     );
     let source = row.source.clone().unwrap_or_default();
     let (label, basis) = label_for(&row.decision, &source, row.rule.as_deref());
-    let human = match source.as_str() {
-        approval_notes::HUMAN_SOURCE => Some(HumanDecision {
+    let human = match audit::parse_source(&source) {
+        Some(AuditSource::Wire(Source::Human)) => Some(HumanDecision {
             remembered: false,
             rule_id: None,
             note: red.opt("decision.human.note", row.note.clone()),
         }),
-        "remembered" => {
+        Some(AuditSource::Wire(Source::Remembered)) => {
             let id = row.rule.as_deref().and_then(approval_notes::rule_id);
             Some(HumanDecision {
                 remembered: true,

@@ -25,6 +25,7 @@ use crate::engine::reviewer::evidence::{
 };
 use crate::engine::reviewer::{ReviewDecision, Reviewer, ReviewerConfig, SYSTEM_PROMPT};
 use crate::engine::rules::rule_kind;
+use crate::store::audit::TierSeen;
 
 /// `cmdgate reviewer …`.
 #[derive(Debug, clap::Args)]
@@ -308,7 +309,7 @@ fn example_evidence(ex: &Value) -> Option<(CallEvidence, bool)> {
                 agent_type: c["agent_type"].as_str().map(str::to_owned),
             },
             classification: Classification {
-                tier: c["tier"].as_str().map(str::to_owned),
+                tier: c["tier"].as_str().and_then(TierSeen::parse),
                 rule: None,
                 reason: "a person had to decide this call".into(),
                 tiermap_revision: c["tiermap_revision"].as_u64(),

@@ -12,7 +12,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use crate::cli::export::parse_time;
-use crate::store::audit::{BreakerDecision, Kind};
+use crate::store::audit::{source_name, BreakerDecision, Kind, LearnChange};
 use crate::store::StoreError;
 
 /// Arguments of `cmdgate audit stats`.
@@ -202,13 +202,18 @@ fn stats_in_snapshot(conn: &Connection, filter: &StatsFilter) -> Result<Stats, S
         }
     }
     let (s, sv) = since(filter);
-    let events = |kind: &str, pattern: &str| {
+    let learned = |change: LearnChange| {
+        let mut v = sv.clone();
+        v.push(rusqlite::types::Value::Text(Kind::Learn.as_str().into()));
+        v.push(rusqlite::types::Value::Text(change.as_str().into()));
         scalar(
             conn,
             &format!(
-                "SELECT count(*) FROM command_audit WHERE kind = '{kind}' AND decision LIKE '{pattern}'{s}"
+                "SELECT count(*) FROM command_audit WHERE kind = ?{} AND decision = ?{}{s}",
+                v.len() - 1,
+                v.len()
             ),
-            sv.clone(),
+            v,
         )
     };
     let breaker = breaker_counts(conn, &s, &sv)?;
@@ -237,14 +242,15 @@ fn stats_in_snapshot(conn: &Connection, filter: &StatsFilter) -> Result<Stats, S
         }
     };
     let (w, values) = where_decided(filter);
+    let human = source_name(cmdgate_policy::wire::Source::Human);
     let human_decisions = scalar(
         conn,
-        &format!("SELECT count(*) FROM command_audit {w} AND source = 'human'"),
+        &format!("SELECT count(*) FROM command_audit {w} AND source = '{human}'"),
         values.clone(),
     )?;
     let human_notes = scalar(
         conn,
-        &format!("SELECT count(*) FROM command_audit {w} AND source = 'human' AND note IS NOT NULL AND note != ''"),
+        &format!("SELECT count(*) FROM command_audit {w} AND source = '{human}' AND note IS NOT NULL AND note != ''"),
         values,
     )?;
     let outcomes = |success: bool| {
@@ -268,8 +274,8 @@ fn stats_in_snapshot(conn: &Connection, filter: &StatsFilter) -> Result<Stats, S
         breaker_trips: breaker.trips,
         breaker_reopens: breaker.reopens,
         breaker_resets: breaker.resets,
-        promotions: events("learn", "promoted")?,
-        demotions: events("learn", "demoted")?,
+        promotions: learned(LearnChange::Promoted)?,
+        demotions: learned(LearnChange::Demoted)?,
         human_decisions,
         human_notes,
         outcomes_succeeded: outcomes(true)?,

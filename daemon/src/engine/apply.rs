@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock;
 use crate::engine::notify::Note;
 use crate::engine::{Engine, Peer};
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, AuditSource, Entry, Kind};
 use crate::store::StoreError;
 
 /// Limits for a diff stat only (notifications, the protected-path check reads the file list):
@@ -171,8 +171,8 @@ impl Engine {
         let original = self.run_row(&run_id).await;
         let mut entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Run.as_str().into(),
-            source: Some("operator".into()),
+            kind: Kind::Run,
+            source: Some(AuditSource::Operator),
             peer: Some(peer.to_string()),
             note: Some(format!("run {run_id}")),
             session: original.as_ref().and_then(|r| r.session.clone()),
@@ -286,7 +286,7 @@ impl Engine {
                 )?;
                 Ok(rows.into_iter().find_map(|r| {
                     (r.entry.note.as_deref() == Some(note.as_str())
-                        && r.entry.source.as_deref() == Some("sandbox"))
+                        && r.entry.source == Some(cmdgate_policy::wire::Source::Sandbox.into()))
                     .then_some(r.entry)
                 }))
             })

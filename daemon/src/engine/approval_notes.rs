@@ -9,12 +9,9 @@
 //! `tool_use_id`, so the person's answer supersedes the `ask` that preceded it.
 
 use cmdgate_policy::decide::RuleRef;
-use cmdgate_policy::wire::Verdict;
+use cmdgate_policy::wire::{Source, Verdict};
 
 use crate::store::audit::{Entry, Kind};
-
-/// The deciding-source name of a person's answer in the audit.
-pub const HUMAN_SOURCE: &str = "human";
 
 /// Longest note kept, in characters (the reason the model reads must stay short).
 pub const MAX_NOTE_CHARS: usize = 2000;
@@ -51,9 +48,9 @@ pub fn reason_for_model(verdict: Verdict, note: Option<&str>) -> String {
 pub fn human_decision(request: &Entry, verdict: Verdict, note: Option<&str>, at_ms: i64) -> Entry {
     Entry {
         at_ms,
-        kind: Kind::Decision.as_str().into(),
+        kind: Kind::Decision,
         decision: Some(verdict.as_str().into()),
-        source: Some(HUMAN_SOURCE.into()),
+        source: Some(Source::Human.into()),
         rule: None,
         reason: Some(reason_for_model(verdict, note)),
         note: note.and_then(clean_note),
@@ -74,7 +71,7 @@ pub fn human_decision(request: &Entry, verdict: Verdict, note: Option<&str>, at_
 /// The operator's note a decision row carries: its `note` when a person decided it (on other rows
 /// `note` holds the hook's or the daemon's remarks, not a person's).
 pub fn human_note(entry: &Entry) -> Option<&str> {
-    (entry.source.as_deref() == Some(HUMAN_SOURCE))
+    (entry.source == Some(Source::Human.into()))
         .then_some(entry.note.as_deref())
         .flatten()
 }

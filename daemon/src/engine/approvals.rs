@@ -198,7 +198,7 @@ impl Engine {
             self.store.write(move |c| {
                 let ask = audit::get(c, ask_id)?.ok_or(StoreError::MissingAuditRow(ask_id))?;
                 let mut entry = human_decision(&ask.entry, Verdict::Deny, None, at);
-                entry.source = Some("fail_closed".into());
+                entry.source = Some(cmdgate_policy::wire::Source::FailClosed.into());
                 entry.reason = Some(row_reason);
                 entry.note = Some(format!("pending approval #{ask_id} not answered"));
                 Ok(audit::append(c, entry)?.id)
@@ -309,7 +309,7 @@ impl Engine {
                         c,
                         Entry {
                             at_ms: at,
-                            kind: Kind::Rule.as_str().into(),
+                            kind: Kind::Rule,
                             project: project.clone(),
                             command: ask.entry.command.clone(),
                             decision: Some(

@@ -433,7 +433,7 @@ pub(crate) fn persist_breakers(
                 c,
                 Entry {
                     at_ms: at,
-                    kind: Kind::Breaker.as_str().into(),
+                    kind: Kind::Breaker,
                     session: ch.scope.strip_prefix("session:").map(str::to_owned),
                     decision: Some(t_json.clone()),
                     reason: Some(format!("breaker {}: {t_json}", ch.scope)),

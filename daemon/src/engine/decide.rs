@@ -32,12 +32,12 @@ use crate::engine::approval_notes::rule_id;
 use crate::engine::breakers::{persist_breakers, Changed};
 use crate::engine::escape_hatch::Grant;
 use crate::engine::learning::{self, apply_learning, with_id};
-use crate::engine::record::{describe_parts, request_entry, wire_source, wire_source_name};
+use crate::engine::record::{describe_parts, request_entry, wire_source};
 use crate::engine::testrun::Target;
 use crate::engine::tickets::Issued;
 use crate::engine::tiermaps::MapEvent;
 use crate::engine::{Engine, EngineError, Peer};
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, Entry, Kind, TiermapEvent};
 
 /// A request refused before the policy ran.
 struct Early {
@@ -410,7 +410,7 @@ impl Engine {
         let reason = format!("cmdgate could not decide, so it refuses: {why}");
         let mut entry = request_entry(peer, req);
         entry.decision = Some("deny".into());
-        entry.source = Some(wire_source_name(wire::Source::FailClosed).into());
+        entry.source = Some(wire::Source::FailClosed.into());
         entry.reason = Some(reason.clone());
         entry.latency_us = Some(micros(started));
         let audit_id =
@@ -523,7 +523,7 @@ impl Engine {
             Some(_) => "run".into(),
             None => verdict.as_str().into(),
         });
-        entry.source = Some(wire_source_name(source).into());
+        entry.source = Some(source.into());
         entry.rule = ev.rule.clone();
         entry.reason = Some(ev.reason.clone());
         entry.tiermap_revision = ev.revision.and_then(|r| i64::try_from(r).ok());
@@ -840,7 +840,7 @@ impl Engine {
         );
         let rule = format!("escape hatch #{}", grant.id);
         entry.decision = Some(Verdict::Ask.as_str().into());
-        entry.source = Some(wire_source_name(wire::Source::EscapeHatch).into());
+        entry.source = Some(wire::Source::EscapeHatch.into());
         entry.rule = Some(rule.clone());
         entry.reason = Some(reason.clone());
         entry.note = Some(format!("stepped aside (granted by {})", grant.granted_by));
@@ -868,7 +868,7 @@ impl Engine {
         let Early { mut entry, why } = early;
         let reason = format!("refused: {why}");
         entry.decision = Some("deny".into());
-        entry.source = Some(wire_source_name(wire::Source::FailClosed).into());
+        entry.source = Some(wire::Source::FailClosed.into());
         entry.reason = Some(reason.clone());
         entry.latency_us = Some(micros(started));
         let row = self.store.append(entry).await?;
@@ -895,15 +895,15 @@ impl Engine {
             }
             None => Vec::new(),
         };
-        if event.what == "rejected" {
+        if event.what == TiermapEvent::Rejected {
             eprintln!("cmdgated: {}: {}", event.project, event.detail);
         }
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Tiermap.as_str().into(),
+            kind: Kind::Tiermap,
             session: Some(session.to_owned()),
             project: Some(event.project.clone()),
-            decision: Some(event.what.into()),
+            decision: Some(event.what.to_string()),
             reason: Some(event.detail.clone()),
             tiermap_revision: event.revision.and_then(|r| i64::try_from(r).ok()),
             note: event.integrity.map(|i| format!("integrity: {i:?}")),
@@ -911,7 +911,7 @@ impl Engine {
         };
         // A newly accepted revision demotes the learned entries it reclassifies (in the same
         // transaction as its audit row, before this decision reads the rules).
-        let review = (event.what == "accepted").then(|| {
+        let review = (event.what == TiermapEvent::Accepted).then(|| {
             (
                 root.to_owned(),
                 Arc::clone(snapshot),

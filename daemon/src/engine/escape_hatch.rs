@@ -211,7 +211,7 @@ impl Engine {
         let now_ms = clock::now_ms();
         let entry = Entry {
             at_ms: now_ms,
-            kind: Kind::EscapeHatch.as_str().into(),
+            kind: Kind::EscapeHatch,
             session: match &grant.scope {
                 HatchScope::Session(s) => Some(s.clone()),
                 HatchScope::Uid(_) => None,

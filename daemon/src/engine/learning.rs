@@ -13,7 +13,7 @@ use cmdgate_policy::tiermap::Snapshot;
 use rusqlite::Connection;
 
 use crate::clock;
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, Entry, Kind, LearnChange};
 use crate::store::{state, StoreError};
 
 /// What a command that cannot be analysed is classified as: never equal to a real classification,
@@ -108,10 +108,10 @@ pub(crate) fn apply_learning(
                 c,
                 Entry {
                     at_ms: at,
-                    kind: Kind::Learn.as_str().into(),
+                    kind: Kind::Learn,
                     project: Some(project.to_owned()),
                     command: Some(key.to_owned()),
-                    decision: Some("promoted".into()),
+                    decision: Some(LearnChange::Promoted.to_string()),
                     rule: Some(RuleRef(id).to_string()),
                     note: Some(format!("evidence: audit rows {provenance:?}")),
                     ..Entry::default()
@@ -125,10 +125,10 @@ pub(crate) fn apply_learning(
                 c,
                 Entry {
                     at_ms: at,
-                    kind: Kind::Learn.as_str().into(),
+                    kind: Kind::Learn,
                     project: Some(project.to_owned()),
                     command: Some(key.to_owned()),
-                    decision: Some("demoted".into()),
+                    decision: Some(LearnChange::Demoted.to_string()),
                     note: Some(format!("because of audit row {because}")),
                     ..Entry::default()
                 },

@@ -350,7 +350,7 @@ impl Engine {
         );
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::RefusedPeer.as_str().into(),
+            kind: Kind::RefusedPeer,
             decision: Some("deny".into()),
             peer: Some(peer.to_string()),
             note: Some(format!(
@@ -393,7 +393,7 @@ impl Engine {
         );
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::SessionRefused.as_str().into(),
+            kind: Kind::SessionRefused,
             session: Some(session.to_owned()),
             decision: Some("deny".into()),
             reason: Some(why.clone()),
@@ -411,9 +411,9 @@ impl Engine {
     pub async fn request_refused(&self, peer: Peer, why: String) {
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Decision.as_str().into(),
+            kind: Kind::Decision,
             decision: Some("deny".into()),
-            source: Some(record::wire_source_name(cmdgate_policy::wire::Source::FailClosed).into()),
+            source: Some(cmdgate_policy::wire::Source::FailClosed.into()),
             reason: Some(why),
             peer: Some(peer.to_string()),
             ..Entry::default()
@@ -431,7 +431,7 @@ impl Engine {
         let scopes: Vec<String> = changes.iter().map(|c| c.scope.clone()).collect();
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Breaker.as_str().into(),
+            kind: Kind::Breaker,
             decision: Some(audit::BreakerDecision::OperatorReset.encode()),
             reason: Some(format!("operator reset: {}", scopes.join(", "))),
             ..Entry::default()

@@ -15,9 +15,9 @@ use serde::{Deserialize, Serialize};
 use crate::clock;
 use crate::engine::breakers::persist_breakers;
 use crate::engine::learning::apply_learning;
-use crate::engine::record::{sanitize, summarize_tool, wire_source_name};
+use crate::engine::record::{sanitize, summarize_tool};
 use crate::engine::{Engine, EngineError, Peer};
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, AuditSource, Entry, Kind, TierSeen};
 use crate::store::StoreError;
 
 /// `POST /v1/spool/ingest`: how many spool lines were recorded and how many skipped.
@@ -114,7 +114,7 @@ impl Engine {
         let promotion = self.config.promotion.clone();
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Outcome.as_str().into(),
+            kind: Kind::Outcome,
             session: Some(report.agent.session_id.clone()),
             agent_id: report.agent.agent_id.clone(),
             agent_type: report.agent.agent_type.clone(),
@@ -143,8 +143,13 @@ impl Engine {
                     decision.map(|id| audit::get(c, id)).transpose()?.flatten()
                 {
                     let e = &decision_row.entry;
-                    let earned = e.decision.as_deref() == Some("allow")
-                        && matches!(e.source.as_deref(), Some("sandbox") | Some("learned"))
+                    let earned = e.verdict() == Some(wire::Verdict::Allow)
+                        && matches!(
+                            e.source,
+                            Some(AuditSource::Wire(
+                                wire::Source::Sandbox | wire::Source::Learned
+                            ))
+                        )
                         && e.tool.as_deref() == Some("Bash");
                     if let (true, Some(project), Some(command)) = (earned, &e.project, &e.command) {
                         if let Analysis::Parsed(script) =
@@ -164,8 +169,8 @@ impl Engine {
                                     event,
                                     PromotionContext {
                                         needs_person_or_denied: matches!(
-                                            e.tier.as_deref(),
-                                            Some("ask" | "deny")
+                                            e.tier,
+                                            Some(TierSeen::Ask | TierSeen::Deny)
                                         ),
                                         breaker_open,
                                         classification: None,
@@ -252,7 +257,7 @@ impl Engine {
             .await;
         let entry = Entry {
             at_ms,
-            kind: Kind::EscapeHatch.as_str().into(),
+            kind: Kind::EscapeHatch,
             session: Some(agent.session_id),
             agent_id: agent.agent_id,
             tool_use_id: Some(tool_use_id),
@@ -261,7 +266,7 @@ impl Engine {
             tool: Some(tool_name),
             tool_input: Some(sanitize(&tool_input).to_string()),
             decision: verdict.map(|v| v.as_str().to_owned()),
-            source: Some(wire_source_name(wire::Source::EscapeHatch).into()),
+            source: Some(wire::Source::EscapeHatch.into()),
             reason: Some(reason),
             peer: peer.map(|p| p.to_string()),
             note: Some(note.to_owned()),
@@ -398,7 +403,7 @@ fn local_allow_entry(
     };
     Some(Entry {
         at_ms,
-        kind: Kind::LocalAllow.as_str().into(),
+        kind: Kind::LocalAllow,
         session: Some(agent.session_id),
         agent_id: agent.agent_id,
         agent_type: agent.agent_type,
@@ -410,7 +415,7 @@ fn local_allow_entry(
         tool: Some(tool_name),
         tool_input: Some(sanitize(&tool_input).to_string()),
         decision: Some("allow".into()),
-        source: Some(wire_source_name(wire::Source::HookFastPath).into()),
+        source: Some(wire::Source::HookFastPath.into()),
         rule: Some(rule),
         tiermap_revision: tiermap_revision.and_then(|r| i64::try_from(r).ok()),
         peer: peer.map(|p| p.to_string()),

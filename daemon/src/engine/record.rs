@@ -1,7 +1,7 @@
 //! The audit rows of requests: the row a decide request opens (`request_entry`), what a tool call
 //! touches in one line (`summarize_tool`), tool inputs with long strings hashed (`sanitize`), the
-//! parsed parts and strictest tier of a command (`describe_parts`), and the names sources have on
-//! the wire and in the audit.
+//! parsed parts and strictest tier of a command (`describe_parts`), and the wire source of an
+//! engine source.
 
 use cmdgate_policy::decide::{Source, Tool};
 use cmdgate_policy::shell::{self, Analysis, Limits, Word};
@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::clock;
 use crate::engine::Peer;
-use crate::store::audit::{Entry, Kind};
+use crate::store::audit::{Entry, Kind, TierSeen};
 
 /// Longest string kept verbatim in an audited tool input (Write contents are hashed instead).
 const MAX_AUDIT_STRING: usize = 4096;
@@ -20,7 +20,7 @@ const MAX_AUDIT_STRING: usize = 4096;
 pub(crate) fn request_entry(peer: Peer, req: &DecideRequest) -> Entry {
     Entry {
         at_ms: clock::now_ms(),
-        kind: Kind::Decision.as_str().into(),
+        kind: Kind::Decision,
         session: Some(req.agent.session_id.clone()),
         agent_id: req.agent.agent_id.clone(),
         agent_type: req.agent.agent_type.clone(),
@@ -89,7 +89,7 @@ pub(crate) fn describe_parts(entry: &mut Entry, tool: &Tool, snapshot: &Snapshot
     match shell::analyze(command, &Limits::default()) {
         Analysis::Unanalyzable(u) => {
             entry.parts = serde_json::to_string(&json!({"unanalyzable": u})).ok();
-            entry.tier = Some("unknown".into());
+            entry.tier = Some(TierSeen::Unknown);
         }
         Analysis::Parsed(script) => {
             let mut strictest: Option<Tier> = None;
@@ -128,9 +128,9 @@ pub(crate) fn describe_parts(entry: &mut Entry, tool: &Tool, snapshot: &Snapshot
                 .collect();
             entry.parts = serde_json::to_string(&parts).ok();
             entry.tier = Some(match (strictest, unknown) {
-                (Some(t), false) => t.name().to_owned(),
-                (Some(t), true) if t.number() >= 2 => t.name().to_owned(),
-                _ => "unknown".to_owned(),
+                (Some(t), false) => t.into(),
+                (Some(t), true) if t.number() >= 2 => t.into(),
+                _ => TierSeen::Unknown,
             });
         }
     }
@@ -148,22 +148,5 @@ pub(crate) fn wire_source(s: Source) -> wire::Source {
         Source::Remembered => wire::Source::Remembered,
         Source::Learned => wire::Source::Learned,
         Source::Sandbox => wire::Source::Sandbox,
-    }
-}
-
-/// The wire source's snake_case name (what the audit stores).
-pub(crate) fn wire_source_name(s: wire::Source) -> &'static str {
-    match s {
-        wire::Source::HookFastPath => "hook_fast_path",
-        wire::Source::TierRule => "tier_rule",
-        wire::Source::Builtin => "builtin",
-        wire::Source::Learned => "learned",
-        wire::Source::Remembered => "remembered",
-        wire::Source::Sandbox => "sandbox",
-        wire::Source::Human => "human",
-        wire::Source::Breaker => "breaker",
-        wire::Source::FailClosed => "fail_closed",
-        wire::Source::Reviewer => "reviewer",
-        wire::Source::EscapeHatch => "escape_hatch",
     }
 }

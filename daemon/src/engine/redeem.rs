@@ -73,7 +73,7 @@ pub(crate) async fn record_recovery(
     store
         .append(Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Run.as_str().into(),
+            kind: Kind::Run,
             decision: Some("recovered".into()),
             reason: Some(reason),
             sandbox: serde_json::to_string(report).ok(),
@@ -86,7 +86,7 @@ pub(crate) async fn record_recovery(
 fn refusal_entry(peer: Peer, req: &RunRequest, issued: Option<&Issued>, why: &str) -> Entry {
     Entry {
         at_ms: clock::now_ms(),
-        kind: Kind::Run.as_str().into(),
+        kind: Kind::Run,
         session: issued.map(|i| i.session.clone()),
         tool_use_id: issued.map(|i| i.tool_use_id.clone()),
         project: issued.map(|i| i.project.to_string_lossy().into_owned()),
@@ -247,7 +247,7 @@ impl Engine {
         let project = issued.project.to_string_lossy().into_owned();
         let entry = Entry {
             at_ms: started_ms,
-            kind: Kind::Run.as_str().into(),
+            kind: Kind::Run,
             session: Some(issued.session.clone()),
             agent_id: issued.agent_id.clone(),
             tool_use_id: Some(issued.tool_use_id.clone()),
@@ -256,7 +256,7 @@ impl Engine {
             tool: Some("Bash".into()),
             command: Some(issued.command.clone()),
             decision: Some(outcome.status.as_str().into()),
-            source: Some("sandbox".into()),
+            source: Some(cmdgate_policy::wire::Source::Sandbox.into()),
             rule: (!issued.plan.rules.is_empty()).then(|| issued.plan.rules.join(", ")),
             reason: (!outcome.message.is_empty()).then(|| outcome.message.clone()),
             tiermap_revision: issued.revision.and_then(|r| i64::try_from(r).ok()),
@@ -329,7 +329,7 @@ impl Engine {
         eprintln!("cmdgated: {reason}");
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Integrity.as_str().into(),
+            kind: Kind::Integrity,
             session: Some(routed.session.clone()),
             tool_use_id: Some(report.tool_use_id.clone()),
             tool: Some(report.tool_name.clone()),
@@ -383,7 +383,7 @@ impl Engine {
         self.store
             .append(Entry {
                 at_ms: clock::now_ms(),
-                kind: Kind::Run.as_str().into(),
+                kind: Kind::Run,
                 decision: Some(decision.into()),
                 reason: Some(reason),
                 note: Some(format!("run {run_id}")),

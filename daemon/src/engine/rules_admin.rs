@@ -118,7 +118,7 @@ pub struct NewRuleRequest {
 fn change_entry(rule: &StoredRule, what: &str, revision: i64) -> Entry {
     Entry {
         at_ms: clock::now_ms(),
-        kind: Kind::Rule.as_str().into(),
+        kind: Kind::Rule,
         project: Some(rule.project.clone()),
         command: Some(rule.key.clone()),
         decision: Some(what.into()),
@@ -213,7 +213,7 @@ impl Engine {
         };
         let entry = Entry {
             at_ms: clock::now_ms(),
-            kind: Kind::Rule.as_str().into(),
+            kind: Kind::Rule,
             project: Some(project.clone()),
             command: Some(add.command.clone()),
             decision: Some(add.kind.clone()),

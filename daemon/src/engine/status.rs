@@ -179,14 +179,14 @@ pub struct StatusNotifications {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::audit::Entry;
+    use crate::store::audit::{Entry, Kind};
 
     fn row(id: i64, decision: &str, run: Option<&str>) -> AuditRow {
         AuditRow {
             id,
             entry: Entry {
                 at_ms: 1000 + id,
-                kind: "run".into(),
+                kind: Kind::Run,
                 decision: Some(decision.into()),
                 command: Some(format!("cmd {id}")),
                 note: run.map(|r| format!("run {r}")),

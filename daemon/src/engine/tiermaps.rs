@@ -29,6 +29,7 @@ use cmdgate_policy::tiermap::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
+use crate::store::audit::TiermapEvent;
 use crate::store::{state, Store, StoreError};
 
 /// A file's identity: if none of these changed, neither did the content we read last time.
@@ -120,8 +121,7 @@ struct Project {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MapEvent {
     pub project: String,
-    /// `accepted` or `rejected`.
-    pub what: &'static str,
+    pub what: TiermapEvent,
     pub detail: String,
     pub revision: Option<u64>,
     #[serde(skip)]
@@ -361,7 +361,7 @@ impl TierMaps {
                     },
                     MapEvent {
                         project: project.clone(),
-                        what: "accepted",
+                        what: TiermapEvent::Accepted,
                         detail,
                         revision,
                         integrity: None,
@@ -392,7 +392,7 @@ impl TierMaps {
                     },
                     MapEvent {
                         project: project.clone(),
-                        what: "rejected",
+                        what: TiermapEvent::Rejected,
                         detail,
                         revision: active.revision(),
                         integrity,

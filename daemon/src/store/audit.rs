@@ -10,16 +10,20 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use cmdgate_policy::tiermap::Tier;
+use cmdgate_policy::wire::{Source, Verdict};
+
 use super::StoreError;
 
 /// The hash the first row chains from.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// What a row records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// A PreToolUse decision by the daemon.
+    #[default]
     Decision,
     /// A PostToolUse / PostToolUseFailure outcome.
     Outcome,
@@ -69,23 +73,235 @@ impl Kind {
     }
 
     pub fn parse(s: &str) -> Option<Kind> {
-        [
-            Kind::Decision,
-            Kind::Outcome,
-            Kind::LocalAllow,
-            Kind::EscapeHatch,
-            Kind::RefusedPeer,
-            Kind::SessionRefused,
-            Kind::Tiermap,
-            Kind::Breaker,
-            Kind::Learn,
-            Kind::Rule,
-            Kind::Run,
-            Kind::Integrity,
-            Kind::Checkpoint,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// Every kind.
+    pub const ALL: [Kind; 13] = [
+        Kind::Decision,
+        Kind::Outcome,
+        Kind::LocalAllow,
+        Kind::EscapeHatch,
+        Kind::RefusedPeer,
+        Kind::SessionRefused,
+        Kind::Tiermap,
+        Kind::Breaker,
+        Kind::Learn,
+        Kind::Rule,
+        Kind::Run,
+        Kind::Integrity,
+        Kind::Checkpoint,
+    ];
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Declares a closed set stored as text (the `tier` column, the `decision` of one kind of row):
+/// its names, `as_str`/`parse`, `Display`, serde with the same names (so the hashed content and
+/// the column agree), and `ToSql`/`FromSql` (an unknown name is an error, never a guess).
+macro_rules! text_enum {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident => $text:literal),+ $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum $name {
+            $($(#[$vdoc])* #[serde(rename = $text)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<$name> {
+                $name::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.pad(self.as_str())
+            }
+        }
+
+        impl rusqlite::types::ToSql for $name {
+            fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+                Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
+            }
+        }
+
+        impl rusqlite::types::FromSql for $name {
+            fn column_result(
+                v: rusqlite::types::ValueRef<'_>,
+            ) -> rusqlite::types::FromSqlResult<Self> {
+                let text = v.as_str()?;
+                $name::parse(text).ok_or_else(|| {
+                    rusqlite::types::FromSqlError::Other(
+                        format!(concat!("unknown ", stringify!($name), " {:?}"), text).into(),
+                    )
+                })
+            }
+        }
+    };
+}
+
+text_enum! {
+    /// The `decision` of a `tiermap` row: what loading a project's map found.
+    TiermapEvent {
+        /// A new revision verified and took effect.
+        Accepted => "accepted",
+        /// The file on disk failed verification: the project is read-only until it is fixed.
+        Rejected => "rejected",
+    }
+}
+
+text_enum! {
+    /// The `decision` of a `learn` row.
+    LearnChange {
+        /// A command earned a learned allowlist entry.
+        Promoted => "promoted",
+        /// A learned entry was disabled (a failed outcome, a changed map).
+        Demoted => "demoted",
+    }
+}
+
+text_enum! {
+    /// The strictest tier a command's parts matched in the tier map, or `unknown` (some part
+    /// matched no entry, or the command could not be analysed). The `tier` column.
+    TierSeen {
+        Read => "read",
+        Sandbox => "sandbox",
+        Ask => "ask",
+        Deny => "deny",
+        Unknown => "unknown",
+    }
+}
+
+impl From<Tier> for TierSeen {
+    fn from(t: Tier) -> TierSeen {
+        match t {
+            Tier::Read => TierSeen::Read,
+            Tier::Sandbox => TierSeen::Sandbox,
+            Tier::Ask => TierSeen::Ask,
+            Tier::Deny => TierSeen::Deny,
+        }
+    }
+}
+
+/// Every deciding source, as the wire names them.
+pub const SOURCES: [Source; 11] = [
+    Source::HookFastPath,
+    Source::TierRule,
+    Source::Builtin,
+    Source::Learned,
+    Source::Remembered,
+    Source::Sandbox,
+    Source::Human,
+    Source::Breaker,
+    Source::FailClosed,
+    Source::Reviewer,
+    Source::EscapeHatch,
+];
+
+/// The wire source's snake_case name: what the `source` column holds (and what serde writes into
+/// the hashed content, checked by a test).
+pub fn source_name(s: Source) -> &'static str {
+    match s {
+        Source::HookFastPath => "hook_fast_path",
+        Source::TierRule => "tier_rule",
+        Source::Builtin => "builtin",
+        Source::Learned => "learned",
+        Source::Remembered => "remembered",
+        Source::Sandbox => "sandbox",
+        Source::Human => "human",
+        Source::Breaker => "breaker",
+        Source::FailClosed => "fail_closed",
+        Source::Reviewer => "reviewer",
+        Source::EscapeHatch => "escape_hatch",
+    }
+}
+
+/// The source stored as `name`, if it is one.
+pub fn parse_source(name: &str) -> Option<AuditSource> {
+    AuditSource::parse(name)
+}
+
+/// Who decided what a row records: one of the wire's sources, or the operator acting directly on
+/// the admin socket (`operator`: the apply of a kept run). The `source` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuditSource {
+    Wire(Source),
+    Operator,
+}
+
+impl AuditSource {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditSource::Wire(s) => source_name(s),
+            AuditSource::Operator => "operator",
+        }
+    }
+
+    /// The source stored as `name`, if it is one.
+    pub fn parse(name: &str) -> Option<AuditSource> {
+        AuditSource::all().find(|s| s.as_str() == name)
+    }
+
+    /// Every source a row may name.
+    pub fn all() -> impl Iterator<Item = AuditSource> {
+        SOURCES
+            .into_iter()
+            .map(AuditSource::Wire)
+            .chain([AuditSource::Operator])
+    }
+}
+
+impl From<Source> for AuditSource {
+    fn from(s: Source) -> AuditSource {
+        AuditSource::Wire(s)
+    }
+}
+
+impl std::fmt::Display for AuditSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl Serialize for AuditSource {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for AuditSource {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        AuditSource::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown audit source {name:?}")))
+    }
+}
+
+impl rusqlite::types::ToSql for AuditSource {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl rusqlite::types::FromSql for AuditSource {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        let text = v.as_str()?;
+        AuditSource::parse(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("unknown audit source {text:?}").into())
+        })
     }
 }
 
@@ -95,8 +311,7 @@ impl Kind {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     pub at_ms: i64,
-    /// [`Kind::as_str`].
-    pub kind: String,
+    pub kind: Kind,
     /// Claude Code's session: the breaker counts per session.
     pub session: Option<String>,
     pub agent_id: Option<String>,
@@ -114,13 +329,12 @@ pub struct Entry {
     pub tool_input: Option<String>,
     /// Parsed parts (argv of each simple command) as JSON.
     pub parts: Option<String>,
-    /// The strictest tier any part matched in the tier map (`read`, `sandbox`, `ask`, `deny`), or
-    /// `unknown`.
-    pub tier: Option<String>,
+    /// The strictest tier any part matched in the tier map, or `unknown`.
+    pub tier: Option<TierSeen>,
     /// `allow` / `deny` / `ask`.
     pub decision: Option<String>,
-    /// The deciding source (the wire's source name).
-    pub source: Option<String>,
+    /// The deciding source (stored by its name, [`AuditSource::as_str`]).
+    pub source: Option<AuditSource>,
     /// The rule or evidence that decided.
     pub rule: Option<String>,
     pub reason: Option<String>,
@@ -141,6 +355,16 @@ pub struct Entry {
     pub peer: Option<String>,
     /// Free text: why a peer was refused, what a tier map event was, an operator's note.
     pub note: Option<String>,
+}
+
+impl Entry {
+    /// The verdict a decision-like row records (`allow`, `deny` or `ask` in `decision`); `None`
+    /// for rows whose `decision` says something else (a breaker transition, a run's status, …).
+    pub fn verdict(&self) -> Option<Verdict> {
+        [Verdict::Allow, Verdict::Deny, Verdict::Ask]
+            .into_iter()
+            .find(|v| self.decision.as_deref() == Some(v.as_str()))
+    }
 }
 
 /// A stored row: its id, content and chain links.
@@ -527,7 +751,7 @@ pub fn prune(conn: &Connection, before_ms: i64, at_ms: i64) -> Result<Option<Pru
         conn,
         Entry {
             at_ms,
-            kind: Kind::Checkpoint.as_str().into(),
+            kind: Kind::Checkpoint,
             decision_id: Some(through_id),
             note: Some(head_hash.clone()),
             reason: Some(format!(
@@ -619,7 +843,7 @@ mod prune_tests {
     fn row(at_ms: i64) -> Entry {
         Entry {
             at_ms,
-            kind: Kind::Decision.as_str().into(),
+            kind: Kind::Decision,
             command: Some(format!("cmd {at_ms}")),
             ..Entry::default()
         }
@@ -678,7 +902,7 @@ mod tests {
     fn entry(cmd: &str) -> Entry {
         Entry {
             at_ms: 1,
-            kind: Kind::Decision.as_str().into(),
+            kind: Kind::Decision,
             command: Some(cmd.into()),
             decision: Some("deny".into()),
             tiermap_revision: Some(3),
@@ -777,6 +1001,79 @@ mod breaker_decision_tests {
         assert!(conn
             .query_row("SELECT 'tripped'", [], |r| r.get::<_, BreakerDecision>(0))
             .is_err());
+    }
+
+    #[test]
+    fn typed_columns_keep_the_stored_text_and_the_hashed_json_of_string_columns() {
+        use super::{parse_source, source_name, AuditSource, Entry, Kind, TierSeen, SOURCES};
+        // The serde name (in the hashed content) is the column's text, for every value.
+        for s in SOURCES {
+            assert_eq!(serde_json::to_value(s).unwrap(), source_name(s));
+            assert_eq!(parse_source(source_name(s)), Some(s.into()));
+            assert_eq!(
+                serde_json::to_value(AuditSource::from(s)).unwrap(),
+                source_name(s)
+            );
+        }
+        assert_eq!(parse_source("operator"), Some(AuditSource::Operator));
+        for t in TierSeen::ALL {
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
+        }
+        for k in Kind::ALL {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        // Byte for byte what the string-typed entry of earlier builds serialized, so every
+        // existing row's hash still verifies.
+        let e = Entry {
+            at_ms: 7,
+            kind: Kind::Decision,
+            tier: Some(TierSeen::Ask),
+            decision: Some("ask".into()),
+            source: Some(cmdgate_policy::wire::Source::TierRule.into()),
+            ..Entry::default()
+        };
+        let nulls =
+            |names: &[&str]| -> String { names.iter().map(|n| format!(",\"{n}\":null")).collect() };
+        let expected = format!(
+            "{{\"at_ms\":7,\"kind\":\"decision\"{}{},\"tier\":\"ask\",\"decision\":\"ask\",\
+             \"source\":\"tier_rule\"{}}}",
+            nulls(&[
+                "session",
+                "agent_id",
+                "agent_type",
+                "permission_mode",
+                "tool_use_id",
+                "cwd"
+            ]),
+            nulls(&["project", "tool", "command", "tool_input", "parts"]),
+            nulls(&[
+                "rule",
+                "reason",
+                "tiermap_revision",
+                "sandbox",
+                "latency_us",
+                "success",
+                "exit_code",
+                "interrupted",
+                "duration_ms",
+                "error",
+                "decision_id",
+                "peer",
+                "note"
+            ]),
+        );
+        assert_eq!(serde_json::to_string(&e).unwrap(), expected);
+        // And a row written with those texts reads back typed; an unknown source is an error.
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        crate::store::migrations::MIGRATIONS
+            .iter()
+            .for_each(|m| conn.execute_batch(m).unwrap());
+        let row = super::append(&conn, e.clone()).unwrap();
+        assert_eq!(super::get(&conn, row.id).unwrap().unwrap().entry, e);
+        assert!(super::verify(&conn).unwrap().ok());
+        conn.execute("UPDATE command_audit SET source = 'tier_map'", [])
+            .unwrap();
+        assert!(super::get(&conn, row.id).is_err());
     }
 
     #[test]

@@ -42,6 +42,14 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the commit failed: {0}")]
     Commit(String),
+    #[error("cannot start the store writer thread")]
+    WriterStart(#[source] std::io::Error),
+    #[error("cannot encode {what} for the store")]
+    Encode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("the store writer has stopped")]
     WriterGone,
     #[error("the store reader's lock is poisoned (an earlier read panicked)")]
@@ -177,7 +185,7 @@ impl Store {
         std::thread::Builder::new()
             .name("cmdgate-store".into())
             .spawn(move || writer_loop(writer, rx))
-            .map_err(|e| StoreError::Commit(format!("cannot start the writer thread: {e}")))?;
+            .map_err(StoreError::WriterStart)?;
         Ok(Store {
             tx,
             reader: Arc::new(Mutex::new(reader)),
@@ -309,7 +317,7 @@ mod tests {
             handles.push(tokio::spawn(async move {
                 s.append(audit::Entry {
                     at_ms: i,
-                    kind: "decision".into(),
+                    kind: audit::Kind::Decision,
                     ..Default::default()
                 })
                 .await
@@ -341,14 +349,14 @@ mod tests {
             audit::append(
                 c,
                 audit::Entry {
-                    kind: "decision".into(),
+                    kind: audit::Kind::Decision,
                     ..Default::default()
                 },
             )?;
             Err::<(), _>(StoreError::Corrupt("boom".into()))
         });
         let good = store.append(audit::Entry {
-            kind: "outcome".into(),
+            kind: audit::Kind::Outcome,
             ..Default::default()
         });
         let (bad, good) = tokio::join!(bad, good);

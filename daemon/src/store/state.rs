@@ -275,7 +275,10 @@ pub fn put_learn_record(
     record: &Record,
     now_ms: i64,
 ) -> Result<(), StoreError> {
-    let text = serde_json::to_string(record).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let text = serde_json::to_string(record).map_err(|source| StoreError::Encode {
+        what: "a learn record",
+        source,
+    })?;
     conn.execute(
         "INSERT INTO learn_records (project, key, record, updated_ms) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT(project, key) DO UPDATE SET record = excluded.record, updated_ms = excluded.updated_ms",

@@ -6,7 +6,7 @@ use cmdgate_daemon::cli::export::{export, ExportOptions, Sink};
 use cmdgate_daemon::engine::approval_notes::{
     clean_note, human_decision, human_note, reason_for_model,
 };
-use cmdgate_daemon::store::audit::{self, Entry, Kind};
+use cmdgate_daemon::store::audit::{self, Entry, Kind, TierSeen};
 use cmdgate_daemon::store::state::{self, NewRule};
 use cmdgate_daemon::store::{open_read_only, Store, DB_FILE};
 use cmdgate_policy::decide::{
@@ -15,7 +15,7 @@ use cmdgate_policy::decide::{
 use cmdgate_policy::export::Example;
 use cmdgate_policy::shell::{analyze, read::ReadPolicy, Analysis, Limits};
 use cmdgate_policy::tiermap::{sign, PinnedKeys, Snapshot};
-use cmdgate_policy::wire::Verdict;
+use cmdgate_policy::wire::{Source, Verdict};
 use ed25519_dalek::SigningKey;
 
 const PROJECT: &str = "/srv/shop";
@@ -24,16 +24,16 @@ const HOME: &str = "/home/agent";
 fn request(command: &str) -> Entry {
     Entry {
         at_ms: 1_000,
-        kind: Kind::Decision.as_str().into(),
+        kind: Kind::Decision,
         session: Some("s1".into()),
         tool_use_id: Some("toolu_1".into()),
         cwd: Some(PROJECT.into()),
         project: Some(PROJECT.into()),
         tool: Some("Bash".into()),
         command: Some(command.into()),
-        tier: Some("ask".into()),
+        tier: Some(TierSeen::Ask),
         decision: Some("ask".into()),
-        source: Some("tier_rule".into()),
+        source: Some(Source::TierRule.into()),
         reason: Some("tier 2: a person decides".into()),
         tiermap_revision: Some(3),
         latency_us: Some(250),
@@ -243,7 +243,7 @@ async fn a_remembered_rejection_tells_the_model_the_operators_note() {
     store
         .append(Entry {
             decision: Some("deny".into()),
-            source: Some("remembered".into()),
+            source: Some(Source::Remembered.into()),
             rule: ev.rule.clone(),
             reason: Some(ev.reason.clone()),
             note: None,

@@ -84,7 +84,7 @@ fn decision(i: usize) -> Entry {
     };
     Entry {
         at_ms: 1_000_000 + i as i64,
-        kind: kind.as_str().into(),
+        kind,
         session: Some(format!("session-{}", i % 7)),
         agent_id: i.is_multiple_of(11).then(|| format!("agent-{i}")),
         agent_type: i.is_multiple_of(11).then(|| "general-purpose".to_owned()),
@@ -103,9 +103,9 @@ fn decision(i: usize) -> Entry {
         tool: Some("Bash".into()),
         tool_input: Some(serde_json::json!({ "command": command }).to_string()),
         command: Some(command),
-        tier: Some(tier.into()),
+        tier: Some(audit::TierSeen::parse(tier).expect("a tier")),
         decision: Some(decision.into()),
-        source: Some(source.into()),
+        source: Some(audit::parse_source(source).expect("a source")),
         rule: (source == "builtin").then(|| "built-in:rm-root".to_owned()),
         reason: Some(format!("{decision} by {source}")),
         tiermap_revision: Some(4),
@@ -141,7 +141,7 @@ fn fixture() -> Fixture {
                 &tx,
                 Entry {
                     at_ms: row.entry.at_ms + 5,
-                    kind: Kind::Outcome.as_str().into(),
+                    kind: Kind::Outcome,
                     tool_use_id: row.entry.tool_use_id.clone(),
                     success: Some(i % 10 != 1),
                     exit_code: Some(if i % 10 != 1 { 0 } else { 2 }),
@@ -168,7 +168,7 @@ fn fixture() -> Fixture {
                 &tx,
                 Entry {
                     at_ms: 1_000_000 + i as i64,
-                    kind: Kind::Breaker.as_str().into(),
+                    kind: Kind::Breaker,
                     decision: Some(r#"{"transition":"tripped","score":12}"#.into()),
                     ..Entry::default()
                 },

@@ -13,15 +13,13 @@ fn decided(i: i64, command: &str, decision: &str, source: &str, tier: &str) -> E
             Kind::LocalAllow
         } else {
             Kind::Decision
-        }
-        .as_str()
-        .into(),
+        },
         project: Some(if i % 2 == 0 { "/p/a" } else { "/p/b" }.into()),
         tool: Some("Bash".into()),
         command: Some(command.into()),
         decision: Some(decision.into()),
-        source: Some(source.into()),
-        tier: Some(tier.into()),
+        source: Some(audit::parse_source(source).expect("a source")),
+        tier: Some(audit::TierSeen::parse(tier).expect("a tier")),
         // Latencies 1..=9 ms for daemon decisions.
         latency_us: (source != "hook_fast_path").then_some(i * 1000),
         note: (source == "human").then(|| "ask first".to_owned()),
@@ -60,7 +58,7 @@ fn fill(db: &std::path::Path) {
     }
     let event = |kind: Kind, decision: &str| Entry {
         at_ms: 2_000,
-        kind: kind.as_str().into(),
+        kind,
         decision: Some(decision.into()),
         ..Entry::default()
     };

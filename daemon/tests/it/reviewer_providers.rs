@@ -17,6 +17,7 @@ use cmdgate_daemon::engine::reviewer::evidence::{
 use cmdgate_daemon::engine::reviewer::{
     ProviderKind, ReviewDecision, Reviewer, ReviewerConfig, SYSTEM_PROMPT,
 };
+use cmdgate_daemon::store::audit::TierSeen;
 use fake_reviewer::{decision_text, FakeReviewer, Received, Reply};
 use serde_json::json;
 
@@ -69,7 +70,7 @@ fn prompt() -> Prompt {
             agent_type: None,
         },
         classification: Classification {
-            tier: Some("ask".into()),
+            tier: Some(TierSeen::Ask),
             rule: Some("tier 2: ./publish.sh".into()),
             reason: "tier 2 (ask)".into(),
             tiermap_revision: Some(4),

@@ -10,8 +10,9 @@ use cmdgate_policy::shell::{self, Analysis, Limits};
 
 use super::routes::HistoryFilter;
 use crate::engine::pending::PendingInfo;
-use crate::store::audit::AuditRow;
+use crate::store::audit::{AuditRow, AuditSource, Kind};
 use crate::store::state::StoredRule;
+use cmdgate_policy::wire::{Source, Verdict};
 
 /// Which tab is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +174,7 @@ pub fn card(info: &PendingInfo, ask: Option<&AuditRow>, now_ms: i64) -> Markup {
             header {
                 span.id { "#" (info.id) }
                 span.tool { (info.tool) }
-                span.tier { "tier " (e.and_then(|e| e.tier.as_deref()).unwrap_or("unknown")) }
+                span.tier { "tier " (e.and_then(|e| e.tier).map_or("unknown", |t| t.as_str())) }
                 span.deadline { "denied in " span.left { (left) } " s unless answered" }
             }
             pre.command { (command) }
@@ -184,7 +185,7 @@ pub fn card(info: &PendingInfo, ask: Option<&AuditRow>, now_ms: i64) -> Markup {
                 dt { "Why" } dd { (info.reason) }
                 dt { "Mirror run" } dd { (mirror(e.and_then(|e| e.sandbox.as_deref()))) }
                 dt { "Reviewer" }
-                @if let Some(e) = e.filter(|e| e.source.as_deref() == Some("reviewer")) {
+                @if let Some(e) = e.filter(|e| e.source == Some(Source::Reviewer.into())) {
                     // The model reviewer left it to a person (docs/reviewer.md): its words.
                     dd { (e.note.as_deref().or(e.reason.as_deref()).unwrap_or("left it to a person")) }
                 } @else {
@@ -233,10 +234,14 @@ pub fn ending(info: &PendingInfo, later: &[AuditRow]) -> String {
         return "No longer waiting: its agent stopped waiting (or the daemon is stopping).".into();
     };
     let e = &r.entry;
-    match (e.source.as_deref(), e.decision.as_deref()) {
-        (Some("human"), Some(d)) => format!(
+    match (e.source, e.verdict()) {
+        (Some(AuditSource::Wire(Source::Human)), Some(v)) => format!(
             "Answered: {} by the operator at {}{}{}.",
-            if d == "allow" { "approved" } else { "rejected" },
+            if v == Verdict::Allow {
+                "approved"
+            } else {
+                "rejected"
+            },
             time(e.at_ms),
             e.rule
                 .as_deref()
@@ -261,20 +266,6 @@ pub fn ending(info: &PendingInfo, later: &[AuditRow]) -> String {
 // ----- History ----------------------------------------------------------------------------------
 
 const DECISIONS: &[&str] = &["allow", "ask", "deny"];
-const SOURCES: &[&str] = &[
-    "tier_map",
-    "builtin",
-    "catastrophic",
-    "breaker",
-    "remembered",
-    "learned",
-    "test_run",
-    "human",
-    "tool_policy",
-    "fail_closed",
-    "read_only",
-    "escape_hatch",
-];
 
 fn select(name: &str, options: &[&str], current: Option<&str>, any: &str) -> Markup {
     html! {
@@ -297,7 +288,7 @@ pub fn history_page(rows: &[AuditRow], f: &HistoryFilter, seen: Seen) -> Markup 
             input name="project" placeholder="project" value=[f.project.as_deref()];
             input name="session" placeholder="session" value=[f.session.as_deref()];
             (select("decision", DECISIONS, f.decision.as_deref(), "any decision"))
-            (select("source", SOURCES, f.source.as_deref(), "any source"))
+            (select("source", &AuditSource::all().map(AuditSource::as_str).collect::<Vec<_>>(), f.source.as_deref(), "any source"))
             input name="text" placeholder="command contains" value=[f.text.as_deref()];
             (select("kind", &["all"], f.kind.as_deref(), "decisions"))
             button type="submit" { "Filter" }
@@ -321,7 +312,7 @@ fn history_row(r: &AuditRow) -> Markup {
                 span.id { "#" (r.id) }
                 span.when { (time(e.at_ms)) }
                 (badge(e.decision.as_deref()))
-                span.source { (e.source.as_deref().unwrap_or(&e.kind)) }
+                span.source { (e.source.map_or(e.kind.as_str(), AuditSource::as_str)) }
                 code.cmd { (e.command.as_deref().or(e.tool.as_deref()).unwrap_or("")) }
                 span.rule { (e.rule.as_deref().unwrap_or("")) }
             }
@@ -336,19 +327,19 @@ pub fn evidence(row: &AuditRow, outcomes: &[AuditRow]) -> Markup {
     let field = |name: &str, v: Option<String>| {
         html! { @if let Some(v) = v { dt { (name) } dd { (v) } } }
     };
-    let rememberable = e.kind == "decision"
+    let rememberable = e.kind == Kind::Decision
         && e.tool.as_deref() == Some("Bash")
         && e.project.is_some()
         && e.command.as_deref().and_then(rule_key).is_some();
     html! {
         dl {
-            (field("Kind", Some(e.kind.clone())))
+            (field("Kind", Some(e.kind.to_string())))
             (field("Project", e.project.clone()))
             (field("Working dir", e.cwd.clone()))
             (field("Session", e.session.clone()))
             (field("Tool use", e.tool_use_id.clone()))
-            (field("Tier", e.tier.clone()))
-            (field("Decided by", e.rule.clone().or_else(|| e.source.clone())))
+            (field("Tier", e.tier.map(|t| t.to_string())))
+            (field("Decided by", e.rule.clone().or_else(|| e.source.map(|s| s.as_str().to_owned()))))
             (field("Reason", e.reason.clone()))
             (field("Note", e.note.clone()))
             (field("Tier map revision", e.tiermap_revision.map(|r| r.to_string())))

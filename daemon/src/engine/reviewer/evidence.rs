@@ -15,6 +15,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::store::audit::TierSeen;
+
 /// Longest string kept from a tool input (the rest is counted).
 pub const MAX_INPUT_STRING: usize = 2000;
 /// At most this many saved-rule candidates ...
@@ -95,7 +97,7 @@ pub struct CallFacts {
 #[derive(Debug, Clone, Serialize)]
 pub struct Classification {
     /// The strictest tier a part matched (`ask`, `sandbox`, `unknown`, …).
-    pub tier: Option<String>,
+    pub tier: Option<TierSeen>,
     /// The rule that made it an "ask".
     pub rule: Option<String>,
     /// The policy's reason.
@@ -467,7 +469,7 @@ mod tests {
                 agent_type: None,
             },
             classification: Classification {
-                tier: Some("ask".into()),
+                tier: Some(TierSeen::Ask),
                 rule: Some("tier 2: `git push *`".into()),
                 reason: "a person must decide".into(),
                 tiermap_revision: Some(3),

@@ -25,15 +25,13 @@ use super::evidence::{
 use super::{contract, Outcome, ReviewDecision};
 use crate::clock;
 use crate::config::HOOK_DEADLINE;
-use crate::engine::approval_notes::{human_decision, human_note, HUMAN_SOURCE};
+use crate::engine::approval_notes::{human_decision, human_note};
 use crate::engine::breakers::persist_breakers;
 use crate::engine::decide::{judge, own_extras, Judge};
 use crate::engine::{Engine, Peer};
 use crate::store::audit::{self, AuditRow, Query};
 use crate::store::StoreError;
 
-/// The source name of the reviewer's rows.
-pub const REVIEWER_SOURCE: &str = "reviewer";
 /// The reviewer's answer must reach the hook this much before its deadline.
 const HOOK_MARGIN: Duration = Duration::from_secs(4);
 /// Below this there is no point asking.
@@ -235,7 +233,7 @@ impl Engine {
                 agent_type: req.agent.agent_type.clone(),
             },
             classification: Classification {
-                tier: e.tier.clone(),
+                tier: e.tier,
                 rule: e.rule.clone(),
                 reason: e.reason.clone().unwrap_or_default(),
                 tiermap_revision: e.tiermap_revision.and_then(|r| u64::try_from(r).ok()),
@@ -378,7 +376,7 @@ impl Engine {
         let same_answer = match &step {
             Step::Decided(Decision::Ask(e)) => e.rule == asked.rule,
             // A failed test-run asked; judged again, it would be test-run again.
-            Step::TestRun(_) => asked.source.as_deref() == Some("sandbox"),
+            Step::TestRun(_) => asked.source == Some(wire::Source::Sandbox.into()),
             Step::Decided(Decision::Allow(_) | Decision::Deny(_)) => false,
         };
         if same_answer {
@@ -394,7 +392,7 @@ impl Engine {
     async fn session_rules(&self, session: &str) -> Vec<SessionRule> {
         let q = Query {
             session: Some(session.to_owned()),
-            source: Some(HUMAN_SOURCE.to_owned()),
+            source: Some(audit::source_name(wire::Source::Human).to_owned()),
             kind: Some("decision".to_owned()),
             limit: Some(SESSION_ROWS),
             newest: true,
@@ -416,7 +414,7 @@ impl Engine {
             if out.iter().any(|s| s.id == id) {
                 continue;
             }
-            let approved = e.decision.as_deref() == Some("allow");
+            let approved = e.verdict() == Some(Verdict::Allow);
             out.push(SessionRule {
                 id,
                 decision: match (approved, e.rule.is_some()) {
@@ -449,7 +447,7 @@ impl Engine {
     ) -> Option<u64> {
         let at = clock::now_ms();
         let mut entry = human_decision(&ask.entry, verdict, None, at);
-        entry.source = Some(REVIEWER_SOURCE.into());
+        entry.source = Some(wire::Source::Reviewer.into());
         entry.reason = Some(contract::bounded(reason, 1000));
         entry.note = Some(match outcome {
             Some(o) => format!(
