@@ -10,10 +10,12 @@ use crate::model::{Area, Effect};
 use crate::protocol::{HelperReply, HelperRequest, InitMessage, MirrorSpec, ParentMessage, RawRun};
 use crate::setup::{MountPlan, OverlayMount, ScratchBind};
 use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use nix::mount::MsFlags;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sched::CloneFlags;
 use std::io::{BufRead, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -211,7 +213,7 @@ fn overlays_for(
 /// A prepared run: lock held, cgroups created and joined, own mount namespace.
 pub struct Prepared {
     /// Held (flock) for the helper's life: `sweep_stale` skips locked runs.
-    _lock: std::fs::File,
+    _lock: Flock<std::fs::File>,
     scratch: PathBuf,
     cgroup: RunCgroup,
 }
@@ -231,16 +233,11 @@ fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
     let runs = state_dir.join("runs");
     std::fs::create_dir_all(&runs).map_err(state_err(&runs))?;
     let lock_path = runs.join(format!("{run_id}.lock"));
-    let mut lock = std::fs::File::create(&lock_path).map_err(state_err(&lock_path))?;
-    // SAFETY: flock on an fd we own.
-    if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(HelperError::State(
-            lock_path,
-            std::io::Error::last_os_error(),
-        ));
-    }
+    let file = std::fs::File::create(&lock_path).map_err(state_err(&lock_path))?;
+    let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, errno)| HelperError::State(lock_path.clone(), errno.into()))?;
     let cgroup = RunCgroup::create(run_id).map_err(HelperError::Cgroup)?;
-    let _ = serde_json::to_writer(&mut lock, &cgroup);
+    let _ = serde_json::to_writer(&mut *lock, &cgroup);
     let _ = lock.flush();
     // The helper joins the run's cgroups itself, so pid 1 and everything below it are born
     // inside (no migration race). On cgroup v1 this costs an RCU grace period: paid here, ahead
@@ -541,6 +538,11 @@ struct Collected {
     over_limit: bool,
 }
 
+/// Did poll report anything for `p` (readable, hung up, an error; bits nix does not name count)?
+fn happened(p: &PollFd<'_>) -> bool {
+    p.revents().is_none_or(|r| !r.is_empty())
+}
+
 /// Poll the run's pipes and pid 1 until it exits, enforcing the deadline and watching stdin
 /// (the parent): a hang-up there means nobody waits for the answer, so the run is killed.
 fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Collected {
@@ -550,30 +552,20 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
     let mut open = fds.map(|f| f.is_some());
     let mut init_done = false;
     let mut report_line = Vec::new();
+    let parent = std::io::stdin();
     loop {
-        let mut pfds: Vec<libc::pollfd> = Vec::new();
+        let mut pfds: Vec<PollFd<'_>> = Vec::new();
         for (i, fd) in fds.iter().enumerate() {
             if let (true, Some(fd)) = (open[i], fd) {
-                pfds.push(libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
+                pfds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
             }
         }
         if !init_done {
             if let Some(p) = pidfd {
-                pfds.push(libc::pollfd {
-                    fd: p.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                });
+                pfds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
             }
-            pfds.push(libc::pollfd {
-                fd: 0,
-                events: 0,
-                revents: 0,
-            });
+            // The parent's end: only its hang-up (or an error) is of interest.
+            pfds.push(PollFd::new(parent.as_fd(), PollFlags::empty()));
         }
         if pfds.is_empty() {
             break;
@@ -592,11 +584,12 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
                 ms
             }
         };
-        // SAFETY: `pfds` is a valid array of pollfd of the given length.
-        let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
-        if n < 0 {
+        let Ok(n) = poll(
+            &mut pfds,
+            PollTimeout::from(u16::try_from(timeout_ms).unwrap_or(u16::MAX)),
+        ) else {
             continue;
-        }
+        };
         if !init_done && Instant::now() >= io.deadline {
             c.timed_out = true;
             kill_init(child, pidfd);
@@ -604,7 +597,8 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
         if !init_done {
             let parent_gone = pfds
                 .last()
-                .is_some_and(|p| p.revents & (libc::POLLHUP | libc::POLLERR) != 0);
+                .and_then(PollFd::revents)
+                .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
             if parent_gone && !c.killed {
                 c.killed = true;
                 kill_init(child, pidfd);
@@ -625,9 +619,9 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
             if !open[i] {
                 continue;
             }
-            let revents = pfds[k].revents;
+            let ready = happened(&pfds[k]);
             k += 1;
-            if revents == 0 {
+            if !ready {
                 continue;
             }
             let mut chunk = [0u8; 16384];
@@ -665,7 +659,7 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
                 }
             }
         }
-        if !init_done && pfds[k..].first().is_some_and(|p| p.revents != 0) && pidfd.is_some() {
+        if !init_done && pfds[k..].first().is_some_and(happened) && pidfd.is_some() {
             init_done = true;
             c.init_status = format!("{:?}", nix::sys::wait::waitpid(child, None));
         }
@@ -725,13 +719,12 @@ fn take_output_fds() -> Result<(OwnedFd, OwnedFd), HelperError> {
 /// `CLOCK_REALTIME_COARSE` now: the clock the kernel stamps inode times with, so a change made
 /// after this reading has a ctime not before it.
 pub fn coarse_now() -> [i64; 2] {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
-    [ts.tv_sec, ts.tv_nsec]
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) {
+        Ok(ts) => [ts.tv_sec(), ts.tv_nsec()],
+        // The clock always exists on Linux; the epoch is the earliest, so "changed" errs on
+        // the side of seeing a change.
+        Err(_) => [0, 0],
+    }
 }
 
 /// Watches the filesystems of a mirrored run's kept upper dirs (the workspace's, and each kept

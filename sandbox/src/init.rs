@@ -57,8 +57,7 @@ impl Reporter {
 /// Pid 1's whole life; returns the exit code for `_exit`.
 pub fn init_main(args: InitArgs<'_>) -> i32 {
     // If the helper dies, so do we (and with us the whole run).
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     let mut report = Reporter(std::fs::File::from(args.report));
     if let Err(e) = enter_mirror(&RealSyscall, args.plan) {
         report.send(&InitMessage::SetupFailed { message: chain(&e) });
@@ -184,22 +183,23 @@ impl Command<'_> {
     fn exec(&self) -> i32 {
         let fail = |what: &str, e: &dyn std::error::Error| {
             let msg = format!("cmdgate-sandbox: {what}: {}\n", chain(e));
-            // SAFETY: writing a valid buffer to fd 2 (the run's stderr pipe or the helper's).
-            unsafe { libc::write(self.stderr.as_raw_fd(), msg.as_ptr().cast(), msg.len()) };
+            let _ = nix::unistd::write(self.stderr, msg.as_bytes());
             126
         };
         // The signal mask is inherited across exec: unblock what pid 1 blocked.
         let _ = nix::sys::signal::SigSet::all().thread_unblock();
         // Our own session: no controlling terminal, and a job-control `kill 0` stays inside.
         let _ = nix::unistd::setsid();
-        // SAFETY: opening a constant path.
-        let null = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR) };
-        // SAFETY: dup2 on fds we own (or -1, which fails harmlessly).
-        unsafe {
-            libc::dup2(null, 0);
-            libc::dup2(self.stdout.as_raw_fd(), 1);
-            libc::dup2(self.stderr.as_raw_fd(), 2);
+        // stdin is /dev/null; a failure to open it leaves fd 0 as it was (the helper's /dev/null).
+        if let Ok(null) = nix::fcntl::open(
+            c"/dev/null",
+            nix::fcntl::OFlag::O_RDWR,
+            nix::sys::stat::Mode::empty(),
+        ) {
+            let _ = nix::unistd::dup2_stdin(&null);
         }
+        let _ = nix::unistd::dup2_stdout(self.stdout);
+        let _ = nix::unistd::dup2_stderr(self.stderr);
         if let Err(e) = nix::unistd::chdir(self.cwd) {
             return fail("chdir to the workspace", &e);
         }
@@ -219,11 +219,8 @@ impl Command<'_> {
         };
         // Give pid 1 the listener, then close ours: the command must never hold the fd that
         // answers its own notifications.
-        if !send_fd(self.handoff, listener.as_raw_fd()) {
-            return fail(
-                "hand over the seccomp listener",
-                &std::io::Error::last_os_error(),
-            );
+        if let Err(e) = send_fd(self.handoff, listener.as_raw_fd()) {
+            return fail("hand over the seccomp listener", &e);
         }
         drop(listener);
         // Close every inherited fd ≥ 3 (helper pipes, lock files, ...).
@@ -247,88 +244,70 @@ impl Command<'_> {
             .collect();
         let e = nix::unistd::execve(&argv[0], &argv, &envp).unwrap_err();
         let msg = format!("cmdgate-sandbox: exec {bash}: {e}\n");
-        // SAFETY: fd 2 is the run's stderr; the buffer is valid.
-        unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+        let _ = nix::unistd::write(std::io::stderr(), msg.as_bytes());
         127
     }
 }
 
 fn socket_pair() -> Option<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` is a writable array of two ints, as socketpair(2) requires.
-    let rc = unsafe {
-        libc::socketpair(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    // SAFETY: on success both fds are new and ours.
-    (rc == 0).then(|| unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
+    socketpair(
+        AddressFamily::Unix,
+        SockType::Stream,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .ok()
 }
 
-/// Room for one SCM_RIGHTS message carrying one fd (CMSG_SPACE(sizeof(int)) on 64-bit Linux).
-const CMSG_ROOM: usize = 24;
-
-/// Send `fd` over `sock` with SCM_RIGHTS.
-fn send_fd(sock: &OwnedFd, fd: RawFd) -> bool {
-    let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = [0u64; CMSG_ROOM / 8];
-    // SAFETY: msghdr is plain old data; all-zero is valid before we fill it in.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CMSG_ROOM as _;
-    // SAFETY: msg_control points at CMSG_ROOM aligned bytes, enough for one header and one int,
-    // so CMSG_FIRSTHDR is non-null and CMSG_DATA lies inside the buffer.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
+/// Send `fd` over `sock` with SCM_RIGHTS (one data byte carries it).
+fn send_fd(sock: &OwnedFd, fd: RawFd) -> nix::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+    let fds = [fd];
+    let sent = sendmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &[std::io::IoSlice::new(&[0u8])],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    if sent == 1 {
+        Ok(())
+    } else {
+        Err(nix::errno::Errno::EIO)
     }
-    // SAFETY: `msg` and everything it points to are valid for the call.
-    unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, 0) == 1 }
 }
 
 /// Receive one fd sent with [`send_fd`]; None on EOF (the sender died first) or error.
 fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
     let mut byte = [0u8; 1];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    let mut control = [0u64; CMSG_ROOM / 8];
-    // SAFETY: msghdr is plain old data; all-zero is valid before we fill it in.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = CMSG_ROOM as _;
-    // SAFETY: `msg` points at our own buffers; MSG_CMSG_CLOEXEC keeps the fd out of later execs.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n != 1 {
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!(RawFd);
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .ok()?;
+    if msg.bytes != 1 {
         return None;
     }
-    // SAFETY: the kernel filled msg_control; CMSG_FIRSTHDR checks msg_controllen before we read.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            return None;
+    let mut received: Vec<RawFd> = Vec::new();
+    for c in msg.cmsgs().ok()? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            received.extend(fds);
         }
-        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
-        Some(OwnedFd::from_raw_fd(fd))
     }
+    let mut first = None;
+    for fd in received {
+        // SAFETY: SCM_RIGHTS installed the received fd in our table (close-on-exec) and nothing
+        // else owns it. The sender sends exactly one; any extra is taken here and closed.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        first.get_or_insert(fd);
+    }
+    first
 }
 
 /// `pidfd_open(2)`.
@@ -368,31 +347,29 @@ fn supervise(
                 Ok(_) => continue,
             }
         }
-        let mut fds = vec![libc::pollfd {
-            fd: sfd.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        }];
-        if let Some(l) = listener {
-            fds.push(libc::pollfd {
-                fd: l.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
-        }
-        // SAFETY: `fds` is a valid array of pollfd of the given length.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-        if n < 0 {
-            continue;
-        }
-        if fds[0].revents != 0 {
+        let (signalled, notified) = {
+            use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+            use std::os::fd::AsFd;
+            let mut fds = vec![PollFd::new(sfd.as_fd(), PollFlags::POLLIN)];
+            if let Some(l) = listener {
+                fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
+            }
+            if poll(&mut fds, PollTimeout::NONE).is_err() {
+                continue;
+            }
+            let ready = |i: usize, want: PollFlags| {
+                fds.get(i)
+                    .and_then(PollFd::revents)
+                    .is_some_and(|r| r.intersects(want))
+            };
+            (ready(0, PollFlags::all()), ready(1, PollFlags::POLLIN))
+        };
+        if signalled {
             while let Ok(Some(_)) = sfd.read_signal() {}
         }
-        if let (Some(l), Some(p)) = (listener, fds.get(1)) {
-            if p.revents & libc::POLLIN != 0 {
-                if let Some(effect) = answer(l, policy) {
-                    report.send(&InitMessage::Effect(effect));
-                }
+        if let (Some(l), true) = (listener, notified) {
+            if let Some(effect) = answer(l, policy) {
+                report.send(&InitMessage::Effect(effect));
             }
         }
     }
@@ -541,6 +518,21 @@ fn decide(pid: i32, nr: i32, args: &[u64; 6], policy: &Policy) -> (Option<Effect
     }
 }
 
+/// `process_vm_readv(2)` of `buf.len()` bytes at `addr` in `pid`'s memory: how many were read
+/// (the kernel fails cleanly on an unmapped range).
+fn vm_read(pid: i32, addr: u64, buf: &mut [u8]) -> Option<usize> {
+    let remote = nix::sys::uio::RemoteIoVec {
+        base: usize::try_from(addr).ok()?,
+        len: buf.len(),
+    };
+    nix::sys::uio::process_vm_readv(
+        nix::unistd::Pid::from_raw(pid),
+        &mut [std::io::IoSliceMut::new(buf)],
+        &[remote],
+    )
+    .ok()
+}
+
 /// Read a NUL-terminated path from the command's memory.
 fn read_path(pid: i32, ptr: u64) -> Option<PathBuf> {
     if ptr == 0 {
@@ -552,18 +544,8 @@ fn read_path(pid: i32, ptr: u64) -> Option<PathBuf> {
     while out.len() < libc::PATH_MAX as usize {
         let chunk = 4096 - (addr as usize % 4096);
         let mut buf = vec![0u8; chunk];
-        let local = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: chunk,
-        };
-        let remote = libc::iovec {
-            iov_base: addr as *mut libc::c_void,
-            iov_len: chunk,
-        };
-        // SAFETY: `local` is our own writable buffer of `chunk` bytes; the remote range is only
-        // read by the kernel from the target's address space (failing cleanly if unmapped).
-        let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-        let n = usize::try_from(n).ok().filter(|n| *n > 0)?;
+        let n = vm_read(pid, addr, &mut buf);
+        let n = n.filter(|n| *n > 0)?;
         if let Some(end) = buf[..n].iter().position(|b| *b == 0) {
             out.extend_from_slice(&buf[..end]);
             return Some(PathBuf::from(std::ffi::OsString::from_vec(out)));
@@ -646,18 +628,8 @@ fn read_sockaddr(pid: i32, ptr: u64, len: u64) -> Vec<u8> {
         return Vec::new();
     }
     let mut buf = vec![0u8; len];
-    let local = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: len,
-    };
-    let remote = libc::iovec {
-        iov_base: ptr as *mut libc::c_void,
-        iov_len: len,
-    };
-    // SAFETY: `local` describes our own writable buffer of `len` bytes; the remote iovec is only
-    // dereferenced by the kernel in the target's address space (failing cleanly if invalid).
-    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    buf.truncate(usize::try_from(n).unwrap_or(0));
+    let n = vm_read(pid, ptr, &mut buf).unwrap_or(0);
+    buf.truncate(n);
     buf
 }
 

@@ -23,8 +23,7 @@ fn read_knob(path: &str) -> Option<String> {
 /// Inspect euid, capabilities and the kernel's user-namespace knobs (reads files only: safe to
 /// call from any thread).
 pub fn detect() -> Privilege {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 && has_sys_admin() {
+    if nix::unistd::geteuid().is_root() && has_sys_admin() {
         return Privilege::Root;
     }
     if read_knob("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {

@@ -319,10 +319,11 @@ pub fn sweep_stale(state_dir: &Path) -> std::io::Result<Vec<String>> {
         else {
             continue;
         };
-        // SAFETY: flock on an fd we own.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        // Held until the run is cleaned up.
+        let Ok(_held) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        else {
             continue; // a live helper holds it
-        }
+        };
         cleanup_run(state_dir, id);
         swept.push(id.to_string());
     }

@@ -140,8 +140,7 @@ fn root_only_dir(dir: &Path) -> Result<(), StoreError> {
         Err(e) => return Err(StoreError::Io(dir.to_path_buf(), e)),
     }
     let m = std::fs::symlink_metadata(dir).map_err(|e| StoreError::Io(dir.to_path_buf(), e))?;
-    // SAFETY: geteuid has no preconditions.
-    let me = unsafe { libc::geteuid() };
+    let me = nix::unistd::geteuid().as_raw();
     if !m.is_dir() || m.uid() != me || m.mode() & 0o077 != 0 {
         return Err(StoreError::Unsafe(dir.to_path_buf()));
     }

@@ -13,6 +13,8 @@
 //! file capabilities that step fails, the helper refuses with the reason, and the daemon asks a
 //! person instead of running anything (never unsandboxed).
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use nix::unistd::{geteuid, setresuid, Uid};

@@ -6,7 +6,7 @@ use nix::errno::Errno;
 use nix::fcntl::{OFlag, RenameFlags};
 use nix::sys::stat::{FileStat, Mode};
 use std::ffi::{CString, OsStr};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path};
 
@@ -82,8 +82,7 @@ pub fn chmod_dir_at<Fd: AsFd>(dir: Fd, name: &OsStr, mode: u32) -> Result<(), Er
 
 /// Flush the whole filesystem holding `fd` (one call instead of an fsync per file).
 pub fn syncfs(fd: &OwnedFd) -> Result<(), Errno> {
-    // SAFETY: integer argument only; the fd is ours and open.
-    Errno::result(unsafe { libc::syncfs(fd.as_raw_fd()) }).map(drop)
+    nix::unistd::syncfs(fd)
 }
 
 /// `(sec, nsec)` ctime of a stat.

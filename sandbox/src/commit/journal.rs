@@ -14,13 +14,14 @@ use crate::helper::coarse_now;
 /// after: the precise clock now, once the coarse clock (which inode times may use) has passed it.
 /// Costs at most one scheduler tick.
 fn settle() -> [i64; 2] {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    let at = [ts.tv_sec, ts.tv_nsec];
+    // `SystemTime::now` reads CLOCK_REALTIME.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let at = [
+        i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
+        i64::from(now.subsec_nanos()),
+    ];
     while coarse_now() <= at {
         std::thread::sleep(Duration::from_micros(500));
     }
@@ -32,7 +33,7 @@ use nix::errno::Errno;
 use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -814,9 +815,8 @@ fn helper_alive(state_dir: &Path, id: &str) -> bool {
     else {
         return false;
     };
-    // SAFETY: flock on an fd we own.
-    let free = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    !free
+    // Taken (and released at once) only when no helper holds it.
+    nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_err()
 }
 
 /// How much journal to keep.
