@@ -200,9 +200,15 @@ impl Engine {
                 add.project
             )));
         }
-        let project = std::fs::canonicalize(&add.project)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| add.project.clone());
+        // Canonicalising reads the file system: on the blocking pool, not the async runtime.
+        let given = add.project.clone();
+        let project = tokio::task::spawn_blocking(move || {
+            std::fs::canonicalize(&given)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or(given)
+        })
+        .await
+        .unwrap_or_else(|_| add.project.clone());
         let rule = state::NewRule {
             kind: add.kind.clone(),
             project: project.clone(),
