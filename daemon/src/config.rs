@@ -56,6 +56,8 @@ pub struct Config {
     pub reviewer: crate::engine::reviewer::ReviewerConfig,
     /// Retention of the audit (`cmdgate audit prune`).
     pub audit: AuditConfig,
+    /// Network by domain: the proxy of mirrored runs whose entry lists hosts (docs/tiermap.md).
+    pub network: crate::engine::proxy::NetworkConfig,
 }
 
 /// Retention of `command_audit`.
@@ -289,6 +291,7 @@ impl Config {
             p.push("approvals.wait_ms must be above 0".into());
         }
         p.extend(self.reviewer.problems());
+        p.extend(self.network.problems());
         if self.sandbox.max_concurrent == 0 {
             p.push("sandbox.max_concurrent must be at least 1".into());
         }

@@ -10,6 +10,7 @@ pub mod decide;
 pub mod export;
 pub mod learn;
 pub mod locations;
+pub mod net;
 pub mod replay;
 pub mod secrets;
 pub mod shell;

@@ -82,6 +82,14 @@ pub struct RunConfig {
     pub limits: Limits,
     /// Keep the host network namespace (tier-map entry says `network`); otherwise an empty one.
     pub network: bool,
+    /// Network by domain (a mirrored run only; not with `network`): the run's own network
+    /// namespace gets loopback up and one listening socket on 127.0.0.1, made inside it during
+    /// setup and handed to the caller ([`crate::mirror::MirrorRun::take_proxy`]), whose proxy
+    /// decides what the command reaches. The command's environment points `HTTP_PROXY`,
+    /// `HTTPS_PROXY`, `ALL_PROXY` (both cases) at it; TCP connects go there and nowhere else
+    /// (Landlock, seccomp supervisor). See [`crate::net`].
+    #[serde(default)]
+    pub proxy: bool,
     /// Run the command as this uid/gid instead of the caller's; recommended: the agent's.
     pub run_as: Option<RunAs>,
     /// Paths outside the workspace whose changes do not make a run dirty (e.g. a build cache
@@ -157,6 +165,7 @@ impl RunConfig {
             helper,
             limits: Limits::default(),
             network: false,
+            proxy: false,
             run_as: None,
             extra_writable: Vec::new(),
             allow_tracked_changes: false,

@@ -103,14 +103,18 @@ pub fn landlock_abi() -> u32 {
 }
 
 /// Restrict this process (and what it execs) to reading everywhere and writing only under
-/// `writable`; without network, TCP connect is refused; abstract Unix sockets and signals are
-/// scoped to the run. Returns the ABI the kernel offers (0: Landlock unavailable, nothing
+/// `writable`; without network, TCP connect is refused except to `proxy_port` (the mirror's own
+/// proxy listener, network by domain); abstract Unix sockets and signals are scoped to the run. Returns the ABI the kernel offers (0: Landlock unavailable, nothing
 /// applied). The `landlock` crate handles what that ABI supports and drops the rest (best effort,
 /// as the kernel documentation recommends).
-pub fn landlock(writable: &[PathBuf], network: bool) -> Result<u32, ConfineError> {
+pub fn landlock(
+    writable: &[PathBuf],
+    network: bool,
+    proxy_port: Option<u16>,
+) -> Result<u32, ConfineError> {
     use landlock::{
-        Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-        Scope, ABI,
+        Access, AccessFs, AccessNet, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, Scope, ABI,
     };
     let abi = landlock_abi();
     if abi == 0 {
@@ -154,6 +158,11 @@ pub fn landlock(writable: &[PathBuf], network: bool) -> Result<u32, ConfineError
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
+            .map_err(err("add rule"))?;
+    }
+    if let (false, Some(port)) = (network, proxy_port) {
+        ruleset = ruleset
+            .add_rule(NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(err("add rule"))?;
     }
     ruleset.restrict_self().map_err(err("restrict self"))?;

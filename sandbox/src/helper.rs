@@ -375,6 +375,21 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             (Some(out_r), out_w, Some(err_r), err_w)
         }
     };
+    // Network by domain: the caller's end of the listener hand-off (fd 5), for pid 1 alone.
+    let proxy = match (cfg.proxy, cfg.network, mirror) {
+        (false, _, _) => None,
+        (true, false, Some(_)) => Some(take_handoff_fd()?),
+        (true, true, _) => {
+            return Err(HelperError::Invalid(
+                "a proxy run keeps its own network namespace: not with `network`".into(),
+            ))
+        }
+        (true, false, None) => {
+            return Err(HelperError::Invalid(
+                "the network proxy is for mirrored runs only".into(),
+            ))
+        }
+    };
     let started = coarse_now();
     let upper_guard = mirror.map(|m| {
         let dirs = std::iter::once(&m.keep).chain(m.extra.iter().map(|k| &k.keep));
@@ -403,6 +418,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
                     env: &env,
                     run_as: cfg.run_as,
                     network: cfg.network,
+                    proxy,
                     writable,
                     report: rep_w,
                     stdout: out_w,
@@ -417,7 +433,8 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
         Err(e) => return Err(HelperError::Kernel("fork the run's init", e)),
     };
     let run_start = Instant::now();
-    drop((rep_w, out_w, err_w));
+    // Our copy of the hand-off goes: the caller sees EOF once pid 1 has sent (or died).
+    drop((rep_w, out_w, err_w, proxy));
     let pidfd = pidfd_open(child.as_raw());
 
     let collected = collect(
@@ -714,6 +731,32 @@ fn take_output_fds() -> Result<(OwnedFd, OwnedFd), HelperError> {
         (Some(out), Some(err)) => Ok((out, err)),
         _ => Err(HelperError::Invalid("output pipes missing".into())),
     }
+}
+
+/// The listener hand-off of a proxy run: fd 5, a Unix stream socket placed by the library.
+fn take_handoff_fd() -> Result<OwnedFd, HelperError> {
+    const FD: i32 = 5;
+    // SAFETY: integer arguments only.
+    if unsafe { libc::fcntl(FD, libc::F_GETFD) } < 0 {
+        return Err(HelperError::Kernel(
+            "find the proxy hand-off socket (fd 5)",
+            Errno::last(),
+        ));
+    }
+    // SAFETY: fd 5 is open (checked above), was placed by our parent for this purpose, and
+    // nothing else in this process owns it.
+    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(FD) };
+    match nix::sys::stat::fstat(&fd) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFSOCK => {}
+        Ok(_) => return Err(HelperError::Invalid("fd 5 is not a socket".into())),
+        Err(e) => return Err(HelperError::Kernel("inspect the proxy hand-off socket", e)),
+    }
+    nix::fcntl::fcntl(
+        &fd,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|e| HelperError::Kernel("mark the proxy hand-off close-on-exec", e))?;
+    Ok(fd)
 }
 
 /// `CLOCK_REALTIME_COARSE` now: the clock the kernel stamps inode times with, so a change made

@@ -33,6 +33,8 @@ pub struct InitArgs<'a> {
     pub run_as: Option<RunAs>,
     /// Whether network is allowed.
     pub network: bool,
+    /// Network by domain: the caller's end of the listener hand-off (see [`crate::net`]).
+    pub proxy: Option<OwnedFd>,
     /// Writable trees for Landlock.
     pub writable: Vec<PathBuf>,
     /// Write end of the report pipe (InitMessage lines).
@@ -71,6 +73,29 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         .map(|m| (m.path.as_path(), m.dir))
         .collect();
     let watch = crate::maskwatch::MaskWatch::new(&masks);
+    // Network by domain: the proxy's listener, made here in the mirror's own network namespace
+    // (before the command exists) and sent to the caller; our copy is closed right after.
+    let mut proxy_port = None;
+    if let Some(handoff) = args.proxy {
+        let sent = crate::net::open_listener().and_then(|(listener, port)| {
+            send_fd(&handoff, listener.as_raw_fd())
+                .map(|()| port)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(port) => proxy_port = Some(port),
+            Err(e) => {
+                report.send(&InitMessage::SetupFailed {
+                    message: format!("failed to open the proxy listener in the mirror: {e}"),
+                });
+                return 1;
+            }
+        }
+    }
+    let env = match proxy_port {
+        Some(port) => crate::net::with_proxy_env(args.env, port),
+        None => args.env.to_vec(),
+    };
     // SIGCHLD arrives through a signalfd so one poll waits for children and notifications.
     let mut mask = nix::sys::signal::SigSet::empty();
     mask.add(nix::sys::signal::Signal::SIGCHLD);
@@ -101,9 +126,10 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         command: args.command,
         cwd: args.cwd,
         aliases: args.aliases,
-        env: args.env,
+        env: &env,
         run_as: args.run_as,
         network: args.network,
+        proxy_port,
         writable: &args.writable,
         stdout: &args.stdout,
         stderr: &args.stderr,
@@ -139,6 +165,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         listener.as_ref(),
         &Policy {
             network: args.network,
+            proxy_port,
             writable,
         },
         &mut report,
@@ -172,6 +199,7 @@ struct Command<'a> {
     env: &'a [(String, String)],
     run_as: Option<RunAs>,
     network: bool,
+    proxy_port: Option<u16>,
     writable: &'a [PathBuf],
     stdout: &'a OwnedFd,
     stderr: &'a OwnedFd,
@@ -206,7 +234,7 @@ impl Command<'_> {
         if let Err(e) = confine::no_new_privs() {
             return fail("confine", &e);
         }
-        if let Err(e) = confine::landlock(self.writable, self.network) {
+        if let Err(e) = confine::landlock(self.writable, self.network, self.proxy_port) {
             return fail("confine", &e);
         }
         if let Err(e) = confine::drop_privileges(self.run_as) {
@@ -249,7 +277,7 @@ impl Command<'_> {
     }
 }
 
-fn socket_pair() -> Option<(OwnedFd, OwnedFd)> {
+pub(crate) fn socket_pair() -> Option<(OwnedFd, OwnedFd)> {
     use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
     socketpair(
         AddressFamily::Unix,
@@ -261,7 +289,7 @@ fn socket_pair() -> Option<(OwnedFd, OwnedFd)> {
 }
 
 /// Send `fd` over `sock` with SCM_RIGHTS (one data byte carries it).
-fn send_fd(sock: &OwnedFd, fd: RawFd) -> nix::Result<()> {
+pub(crate) fn send_fd(sock: &OwnedFd, fd: RawFd) -> nix::Result<()> {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
     let fds = [fd];
     let sent = sendmsg::<UnixAddr>(
@@ -279,7 +307,7 @@ fn send_fd(sock: &OwnedFd, fd: RawFd) -> nix::Result<()> {
 }
 
 /// Receive one fd sent with [`send_fd`]; None on EOF (the sender died first) or error.
-fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
+pub(crate) fn recv_fd(sock: &OwnedFd) -> Option<OwnedFd> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
     let mut byte = [0u8; 1];
     let mut iov = [std::io::IoSliceMut::new(&mut byte)];
@@ -423,6 +451,8 @@ enum Verdict {
 struct Policy {
     /// Whether the run may use the network.
     network: bool,
+    /// Network by domain: the port of the proxy's listener on 127.0.0.1 in the mirror.
+    proxy_port: Option<u16>,
     /// Trees where writes are expected (the overlays, scratch dirs, /dev, /proc).
     writable: Vec<PathBuf>,
 }
@@ -480,6 +510,17 @@ fn decide(pid: i32, nr: i32, args: &[u64; 6], policy: &Policy) -> (Option<Effect
     // command's memory (another thread could rewrite that after we read it).
     let domain = socket_domain(pid, fd);
     let addr = read_sockaddr(pid, addr_ptr, addr_len);
+    // Network by domain: a connect to the proxy's listener goes ahead, unreported (the proxy
+    // records what is asked of it). Continuing is safe even if another thread rewrites the
+    // address after we read it: the run's network namespace has nothing but loopback, and
+    // Landlock lets TCP connect only to the proxy's port.
+    if let (Some(port), Some(libc::AF_INET | libc::AF_INET6), libc::SYS_connect) =
+        (policy.proxy_port, domain, call)
+    {
+        if is_proxy(&addr, port) {
+            return (None, Verdict::Continue);
+        }
+    }
     match domain {
         Some(libc::AF_INET) | Some(libc::AF_INET6) => (
             Some(Effect::Network {
@@ -531,6 +572,26 @@ fn vm_read(pid: i32, addr: u64, buf: &mut [u8]) -> Option<usize> {
         &[remote],
     )
     .ok()
+}
+
+/// Whether `addr` is 127.0.0.1:`port` (also as the IPv4-mapped `::ffff:127.0.0.1`).
+fn is_proxy(addr: &[u8], port: u16) -> bool {
+    if addr.len() < 4 {
+        return false;
+    }
+    let family = i32::from(u16::from_ne_bytes([addr[0], addr[1]]));
+    let p = u16::from_be_bytes([addr[2], addr[3]]);
+    match family {
+        libc::AF_INET if addr.len() >= 8 => p == port && addr[4..8] == [127, 0, 0, 1],
+        libc::AF_INET6 if addr.len() >= 24 => {
+            let mut octets = [0u8; 16];
+            octets.copy_from_slice(&addr[8..24]);
+            p == port
+                && std::net::Ipv6Addr::from(octets).to_ipv4_mapped()
+                    == Some(std::net::Ipv4Addr::LOCALHOST)
+        }
+        _ => false,
+    }
 }
 
 /// Read a NUL-terminated path from the command's memory.

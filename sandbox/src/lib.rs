@@ -29,6 +29,7 @@ pub mod keeper;
 pub mod maskwatch;
 pub mod mirror;
 pub mod model;
+pub mod net;
 pub mod peer;
 pub mod privilege;
 pub mod protocol;

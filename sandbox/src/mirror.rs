@@ -62,6 +62,7 @@ pub struct MirrorRun {
     stdin: Arc<Mutex<Option<ChildStdin>>>,
     stdout: Option<std::fs::File>,
     stderr: Option<std::fs::File>,
+    proxy: Option<crate::net::Handoff>,
     config: RunConfig,
     store: Store,
     /// The kept `write=` trees.
@@ -394,10 +395,28 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
             config.extra_writable.push(target.clone());
         }
     }
+    if config.proxy && config.network {
+        return Err(SandboxError::Config(
+            "a proxy run keeps its own network namespace: not with `network`".into(),
+        ));
+    }
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let mut prepared = prepare_with_output(&config, Some((&out_w, &err_w)))?;
-    drop((out_w, err_w)); // only the helper (and then the command) holds the write ends
+    let (proxy_ours, proxy_theirs) = match config.proxy {
+        true => {
+            let (a, b) = crate::init::socket_pair().ok_or_else(|| {
+                SandboxError::Helper(
+                    "proxy hand-off socket".into(),
+                    std::io::Error::last_os_error(),
+                )
+            })?;
+            (Some(a), Some(b))
+        }
+        false => (None, None),
+    };
+    let mut prepared = prepare_with_output(&config, Some((&out_w, &err_w)), proxy_theirs.as_ref())?;
+    // Only the helper (and then the command) holds the write ends; only pid 1 the hand-off.
+    drop((out_w, err_w, proxy_theirs));
     let run_id = prepared.run_id.clone();
     let keep = store.runs().join(&run_id);
     std::fs::create_dir(&keep)
@@ -435,6 +454,7 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
         stdin,
         stdout: Some(std::fs::File::from(out_r)),
         stderr: Some(std::fs::File::from(err_r)),
+        proxy: proxy_ours.map(crate::net::Handoff),
         config,
         store,
         extra,
@@ -458,6 +478,12 @@ impl MirrorRun {
     /// The command's stderr; see [`MirrorRun::take_stdout`].
     pub fn take_stderr(&mut self) -> Option<std::fs::File> {
         self.stderr.take()
+    }
+
+    /// Network by domain ([`RunConfig::proxy`]): the hand-off that yields the proxy's listener,
+    /// made inside the run's network namespace ([`crate::net::Handoff::receive`]). Take it once.
+    pub fn take_proxy(&mut self) -> Option<crate::net::Handoff> {
+        self.proxy.take()
     }
 
     /// A handle that kills the run from another thread.

@@ -82,14 +82,16 @@ pub struct Prepared {
 /// Start a helper and prepare a run (lock, cgroups) without a command yet. Only
 /// `config.helper` and `config.state_dir` are used here.
 pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
-    prepare_with_output(config, None)
+    prepare_with_output(config, None, None)
 }
 
 /// [`prepare`], handing the helper `output` (write ends of the stdout and stderr pipes of a
-/// mirrored run) as its fds 3 and 4.
+/// mirrored run) as its fds 3 and 4, and `handoff` (the proxy listener's hand-off socket, network
+/// by domain) as its fd 5.
 pub(crate) fn prepare_with_output(
     config: &RunConfig,
     output: Option<(&OwnedFd, &OwnedFd)>,
+    handoff: Option<&OwnedFd>,
 ) -> Result<Prepared, SandboxError> {
     let helper = &config.helper;
     let name = helper.program.display().to_string();
@@ -103,6 +105,7 @@ pub(crate) fn prepare_with_output(
         .stderr(Stdio::piped());
     if let Some((out, err)) = output {
         let (out, err) = (out.as_raw_fd(), err.as_raw_fd());
+        let handoff = handoff.map(|h| h.as_raw_fd());
         // SAFETY: the closure runs in the forked child before exec and only calls fcntl and
         // dup2, which are async-signal-safe; it allocates nothing and touches no lock.
         unsafe {
@@ -111,10 +114,13 @@ pub(crate) fn prepare_with_output(
                 // them; dup2 clears close-on-exec on the copies only.
                 let high_out = libc::fcntl(out, libc::F_DUPFD_CLOEXEC, 10);
                 let high_err = libc::fcntl(err, libc::F_DUPFD_CLOEXEC, 10);
+                let high_handoff = handoff.map(|h| libc::fcntl(h, libc::F_DUPFD_CLOEXEC, 10));
                 if high_out < 0
                     || high_err < 0
+                    || high_handoff.is_some_and(|h| h < 0)
                     || libc::dup2(high_out, 3) < 0
                     || libc::dup2(high_err, 4) < 0
+                    || high_handoff.is_some_and(|h| libc::dup2(h, 5) < 0)
                 {
                     return Err(std::io::Error::last_os_error());
                 }

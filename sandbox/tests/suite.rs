@@ -17,5 +17,7 @@ mod gitlock;
 mod lifecycle;
 #[path = "suite/mirror.rs"]
 mod mirror;
+#[path = "suite/proxy.rs"]
+mod proxy;
 #[path = "suite/smoke.rs"]
 mod smoke;

@@ -121,6 +121,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             "rules": plan.rules,
             "timeout_s": plan.options.timeout.map(|t| t.as_secs()),
             "network": plan.options.network,
+            "network_hosts": plan.options.hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>(),
             "extra_writable": plan.options.extra_writable,
             "unmask": plan.options.unmask,
             "edit_tracked": plan.options.edit_tracked,
@@ -213,9 +214,19 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                     .map(|t| format!("{} s", t.as_secs()))
                     .unwrap_or_else(|| "default".into()),
                 if plan.options.network {
-                    "allowed"
+                    "allowed (the host's, unfiltered)".to_owned()
+                } else if !plan.options.hosts.is_empty() {
+                    format!(
+                        "only {} through cmdgate's proxy",
+                        plan.options
+                            .hosts
+                            .iter()
+                            .map(|h| h.to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
                 } else {
-                    "none"
+                    "none".to_owned()
                 },
                 plan.options.extra_writable,
                 plan.options.unmask,

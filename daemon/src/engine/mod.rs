@@ -28,6 +28,7 @@ pub mod peers;
 pub mod pending;
 pub mod preview;
 pub mod project;
+pub mod proxy;
 mod record;
 pub mod redeem;
 pub mod reviewer;
@@ -222,7 +223,8 @@ impl Engine {
             config.sandbox.clone(),
             config.sandbox.max_concurrent.max(MIN_CONCURRENT_RUNS),
         )
-        .scoped(scope.clone());
+        .scoped(scope.clone())
+        .with_network(config.network.clone());
         if let Some(why) = runs.unavailable() {
             eprintln!("cmdgated: mirrored runs unavailable: {why}; tier-1 and unknown commands that are not `direct` will be denied");
         }

@@ -22,6 +22,7 @@ use cmdgate_sandbox::{Effect, HelperCommand, Privilege, RunAs, RunConfig};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::SandboxConfig;
+use crate::engine::proxy::{NetworkConfig, Proxy};
 use crate::engine::scope::MirrorScope;
 use crate::engine::tickets::Issued;
 
@@ -51,6 +52,8 @@ pub struct Runs {
     pub(crate) undo_lock: tokio::sync::Mutex<()>,
     /// What every run hides (cmdgate's own paths, secret paths) and how it judges git.
     scope: MirrorScope,
+    /// `[network]`: the proxy of runs whose entry lists hosts (`engine/proxy.rs`).
+    network: NetworkConfig,
 }
 
 /// What a finished run came to: for the end frame, the audit row and the breaker.
@@ -128,12 +131,19 @@ impl Runs {
             keeper,
             undo_lock: tokio::sync::Mutex::new(()),
             scope: MirrorScope::default(),
+            network: NetworkConfig::default(),
         }
     }
 
     /// The daemon's masks, secret paths and git judgement for every run.
     pub fn scoped(mut self, scope: MirrorScope) -> Runs {
         self.scope = scope;
+        self
+    }
+
+    /// The operator's `[network]` settings for the proxy.
+    pub fn with_network(mut self, network: NetworkConfig) -> Runs {
+        self.network = network;
         self
     }
 
@@ -184,6 +194,8 @@ impl Runs {
         cfg.limits.cpu_millis = self.config.cpu_millis;
         cfg.limits.scratch_bytes = self.config.scratch_bytes;
         cfg.network = options.network;
+        // Network by domain: the run's own namespace, reaching only the proxy.
+        cfg.proxy = !options.network && !options.hosts.is_empty();
         cfg.allow_tracked_changes = options.edit_tracked;
         cfg.run_as = Some(RunAs {
             uid: issued.uid,
@@ -246,6 +258,25 @@ impl Runs {
         let mut run = run;
         let run_id = run.run_id().to_owned();
         let killer = run.killer();
+        // The proxy's listener arrives from the run's pid 1 during setup (None: setup failed,
+        // and the run reports why).
+        let proxy = match run.take_proxy() {
+            None => None,
+            Some(handoff) => {
+                let listener = tokio::task::spawn_blocking(move || handoff.receive())
+                    .await
+                    .ok()
+                    .flatten();
+                let patterns = issued.plan.options.hosts.clone();
+                match listener.map(|l| Proxy::start(l, patterns, self.network.clone())) {
+                    Some(Ok(p)) => Some(p),
+                    Some(Err(_)) | None => {
+                        killer.kill();
+                        None
+                    }
+                }
+            }
+        };
         let pumps: Vec<_> = [(run.take_stdout(), false), (run.take_stderr(), true)]
             .into_iter()
             .filter_map(|(f, is_err)| f.map(|f| (f, is_err)))
@@ -297,6 +328,10 @@ impl Runs {
         })
         .await;
         heartbeat.abort();
+        let network = match proxy {
+            Some(p) => Some(p.finish().await),
+            None => None,
+        };
         let finished = match waited {
             Ok(Ok(f)) => f,
             Ok(Err(e)) => return failed(run_id, format!("sandbox error: {e}")),
@@ -313,7 +348,9 @@ impl Runs {
             .kept_writes()
             .map(|p| p.display().to_string())
             .collect();
+        let refused_network = network.as_ref().map(|n| n.refusals()).unwrap_or_default();
         let mut detail = serde_json::json!({
+            "network": network,
             "run_id": run_id,
             "exit": tr.exit,
             "signal": tr.signal,
@@ -340,6 +377,19 @@ impl Runs {
             &tr.effects,
             Some(std::path::Path::new(&issued.home)),
         );
+        let proxied = network.is_some();
+        // The sandbox's reasons; a direct connect in a proxy run says how to reach out instead.
+        let sandbox_why: Vec<String> = tr
+            .why
+            .iter()
+            .map(|w| match proxied && w.starts_with("network attempted") {
+                true => format!(
+                    "{w}, around the proxy (only the entry's hosts are reachable, through \
+                     cmdgate's proxy in $HTTPS_PROXY)"
+                ),
+                false => w.clone(),
+            })
+            .collect();
         let mut outcome = if finished.killed || client_gone {
             base(
                 RunStatus::Failed,
@@ -362,11 +412,22 @@ impl Runs {
                 ),
                 None,
             )
+        } else if !refused_network.is_empty()
+            || (proxied && sandbox_why.iter().any(|w| w.contains("around the proxy")))
+        {
+            // Network by domain: a refused host is named first, with what the entry allows.
+            let mut why = refused_network.clone();
+            why.extend(sandbox_why.iter().chain(&refused).cloned());
+            base(
+                RunStatus::RolledBack,
+                network_message(&issued.command, &why, &issued.plan.options.hosts),
+                Some(false),
+            )
         } else if !tr.clean || !refused.is_empty() {
             let why = match (tr.clean, tr.why.is_empty()) {
                 (true, _) => refused.clone(),
                 (false, true) => vec!["the sandbox judged the run not clean".to_owned()],
-                (false, false) => tr.why.iter().chain(&refused).cloned().collect(),
+                (false, false) => sandbox_why.iter().chain(&refused).cloned().collect(),
             };
             base(
                 RunStatus::RolledBack,
@@ -524,6 +585,22 @@ impl Runs {
         .ok()
         .flatten()
     }
+}
+
+/// The client's last line after a rollback for a host the entry does not allow.
+fn network_message(
+    command: &str,
+    why: &[String],
+    allowed: &[cmdgate_policy::net::HostPattern],
+) -> String {
+    let allowed: Vec<String> = allowed.iter().map(|h| h.to_string()).collect();
+    format!(
+        "cmdgate rolled back `{command}`: {}. Nothing it did reached the workspace (its output \
+         above is real). The entry allows {}; if the command needs another host, ask the user \
+         to add it to the entry's `network=` list.",
+        why.join("; "),
+        allowed.join(", ")
+    )
 }
 
 /// The client's last line after a rollback: what was refused and what the agent can do.

@@ -637,13 +637,27 @@ fn with_read_policy<R>(
 }
 
 /// The strictest combination of two sets of sandbox options: the longest timeout (a slow part must
-/// not be cut short, the timeout never makes a run more permissive), network only if both allow it,
+/// not be cut short, the timeout never makes a run more permissive), network only if both allow it
+/// (a host list only the hosts both allow),
 /// extra writable paths only if both allow them, tracked edits only if both allow them, `direct`
 /// only if both are, an unmasked secret only if both unmask it.
 fn merge(a: &SandboxOptions, b: &SandboxOptions) -> SandboxOptions {
     SandboxOptions {
         timeout: a.timeout.max(b.timeout),
         network: a.network && b.network,
+        // A host list is narrower than the whole network: full ∩ list = list; two lists meet in
+        // the hosts both name (as written); no network on either side means none.
+        hosts: match (a.network, b.network) {
+            (true, true) => Vec::new(),
+            (true, false) => b.hosts.clone(),
+            (false, true) => a.hosts.clone(),
+            (false, false) => a
+                .hosts
+                .iter()
+                .filter(|h| b.hosts.contains(h))
+                .cloned()
+                .collect(),
+        },
         extra_writable: a
             .extra_writable
             .iter()

@@ -16,6 +16,9 @@ use std::time::Duration;
 /// denial-of-review vector, and it bounds the parser's work on hostile input.
 pub const MAX_MAP_BYTES: usize = 256 * 1024;
 
+/// Options that take no value (they end a `network=` host list).
+const FLAG_OPTIONS: [&str; 3] = ["network", "edit-tracked", "direct"];
+
 /// Longest sandbox timeout an entry may ask for.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -24,9 +27,14 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 pub struct SandboxOptions {
     /// `timeout=120s`: overrides the daemon's default test-run timeout for slow builds and tests.
     pub timeout: Option<Duration>,
-    /// `network`: the test-run gets a network namespace with connectivity, and network use is not
-    /// counted as an effect (package fetches during a build).
+    /// `network` (bare): the run keeps the host's network namespace, unfiltered; network use is
+    /// reported but not counted against the run. Prefer a host list.
     pub network: bool,
+    /// `network=registry.npmjs.org,*.crates.io`: the run keeps its own network namespace (loopback
+    /// only) and reaches these hosts, and nothing else, through cmdgate's HTTP proxy
+    /// (`HTTPS_PROXY`, …); a refused attempt makes the run dirty (docs/tiermap.md, "Network by
+    /// domain"). Never set together with `network` or `direct`.
+    pub hosts: Vec<crate::net::HostPattern>,
     /// `write=~/.cargo/registry`: paths outside the workspace whose changes do not make a run dirty
     /// (build caches). Absolute, or `~/`-relative to the agent's home; never `..`.
     pub extra_writable: Vec<String>,
@@ -622,6 +630,9 @@ impl Parser {
         }
         let before = self.diags.len();
         let mut seen: Vec<&str> = Vec::new();
+        // After `network=HOST`, further comma-separated words without `=` that are not option
+        // names are more hosts: `network=registry.npmjs.org, *.crates.io`.
+        let mut in_hosts = false;
         for opt in list.split(',').map(str::trim) {
             let (name, value) = match opt.split_once('=') {
                 Some((n, v)) => (n.trim(), Some(v.trim())),
@@ -631,6 +642,11 @@ impl Parser {
                 self.err(ln, "empty option (a stray comma?)");
                 continue;
             }
+            if in_hosts && value.is_none() && !FLAG_OPTIONS.contains(&name) {
+                self.host(ln, &mut o, opt);
+                continue;
+            }
+            in_hosts = false;
             if name != "write" && name != "unmask" && seen.contains(&name) {
                 self.err(ln, format!("option `{name}` given twice"));
                 continue;
@@ -638,6 +654,10 @@ impl Parser {
             seen.push(name);
             match (name, value) {
                 ("network", None) => o.network = true,
+                ("network", Some(v)) => {
+                    in_hosts = true;
+                    self.host(ln, &mut o, v);
+                }
                 ("edit-tracked", None) => o.edit_tracked = true,
                 ("direct", None) => o.direct = true,
                 ("timeout", Some(v)) => match parse_timeout(v) {
@@ -658,7 +678,7 @@ impl Parser {
                     Ok(()) => o.unmask.push(v.to_owned()),
                     Err(m) => self.err(ln, m),
                 },
-                ("network" | "edit-tracked" | "direct", Some(_)) => {
+                ("edit-tracked" | "direct", Some(_)) => {
                     self.err(ln, format!("option `{name}` takes no value"))
                 }
                 ("timeout" | "write" | "unmask", None) => {
@@ -666,11 +686,29 @@ impl Parser {
                 }
                 _ => self.err(
                     ln,
-                    format!("unknown option `{opt}` (known: timeout=<N>s, network, write=<path>, unmask=<path>, edit-tracked, direct)"),
+                    format!("unknown option `{opt}` (known: timeout=<N>s, network, network=<hosts>, write=<path>, unmask=<path>, edit-tracked, direct)"),
                 ),
             }
         }
+        if !o.hosts.is_empty() && o.direct {
+            self.err(
+                ln,
+                "`network=<hosts>` applies to runs in the mirror; a `direct` entry runs again on \
+                 the host with the host's network (use bare `network` there, or drop `direct`)",
+            );
+        }
         (self.diags.len() == before).then_some(o)
+    }
+
+    /// One host of `network=`.
+    fn host(&mut self, ln: usize, o: &mut SandboxOptions, text: &str) {
+        match crate::net::HostPattern::parse(text) {
+            Ok(h) if o.hosts.contains(&h) => {
+                self.err(ln, format!("host `{h}` listed twice in `network=`"))
+            }
+            Ok(h) => o.hosts.push(h),
+            Err(m) => self.err(ln, m),
+        }
     }
 }
 

@@ -132,7 +132,7 @@ fn diagnostics_table() {
         (&doc("## Tier 1 — sandbox\n- `cargo test *` — timeout=61m\n"),   &[(5, "between 1s and 3600s")]),
         (&doc("## Tier 1 — sandbox\n- `cargo test *` — timeout=-5s\n"),   &[(5, "not a duration")]),
         (&doc("## Tier 1 — sandbox\n- `cargo test *` — timeout\n"),       &[(5, "needs a value")]),
-        (&doc("## Tier 1 — sandbox\n- `cargo test *` — network=yes\n"),   &[(5, "takes no value")]),
+        (&doc("## Tier 1 — sandbox\n- `cargo test *` — network=yes\n"),   &[(5, "`yes`: a single-label name")]),
         (&doc("## Tier 1 — sandbox\n- `cargo test *` — network, network\n"), &[(5, "option `network` given twice")]),
         (&doc("## Tier 1 — sandbox\n- `cargo test *` — timeout=1s, timeout=2s\n"), &[(5, "option `timeout` given twice")]),
         (&doc("## Tier 1 — sandbox\n- `cargo test *` — network,\n"),      &[(5, "empty option")]),
@@ -148,7 +148,7 @@ fn diagnostics_table() {
         (&doc("## Tier 1 — sandbox\n- `cargo test *` —timeout=5s\n"),     &[(5, "write ` — `")]),
         (&doc("## Tier 0 — read\n- `ls *` — network\n"),                  &[(5, "only to tier 1 (sandbox) entries, not to tier 0 (read)")]),
         (&doc("## Tier 3 — deny\n- `rm *` — timeout=5s\n"),               &[(5, "only to tier 1")]),
-        (&doc("## Tier 1 — sandbox\n- `a` — fast, network=1, timeout=9h\n"), &[(5, "unknown option `fast`"), (5, "takes no value"), (5, "not a duration")]),
+        (&doc("## Tier 1 — sandbox\n- `a` — fast, network=1, timeout=9h\n"), &[(5, "unknown option `fast`"), (5, "IP addresses are not allowed"), (5, "not a duration")]),
         // Trailers, comments, fences, stray bytes.
         (&doc("<!-- cmdgate-signature: key=k sig=vault:v1:AA== -->\n## Tier 0 — read\n- `ls`\n"), &[(4, "must be the last line")]),
         (&doc("- x\n<!-- cmdgate-signature: a -->\n<!-- cmdgate-signature: b -->\n"), &[(5, "duplicate signature trailer (the trailer is on line 6)")]),
@@ -286,6 +286,47 @@ fn unmask_names_secret_paths_an_entry_may_read() {
         "## Tier 2 — ask\n- `npm publish *` — unmask=~/.npmrc\n"
     ))
     .is_err());
+}
+
+#[test]
+fn network_host_lists() {
+    let hosts = |opts: &str| -> Vec<String> {
+        let map = ok(&doc(&format!(
+            "## Tier 1 — sandbox\n- `npm install`{opts}\n"
+        )));
+        let o = &map.entries()[0].options;
+        assert!(!o.network, "{opts}: a host list is not the whole network");
+        o.hosts.iter().map(|h| h.to_string()).collect()
+    };
+    assert_eq!(
+        hosts(" — network=registry.npmjs.org,*.crates.io"),
+        ["registry.npmjs.org", "*.crates.io"]
+    );
+    assert_eq!(
+        hosts(" — timeout=5m, network=Registry.Test.:8080, static.crates.io, edit-tracked"),
+        ["registry.test:8080", "static.crates.io"]
+    );
+    for (bad, says) in [
+        (" — network=*", "bare `*`"),
+        (" — network=10.0.0.1", "IP addresses"),
+        (" — network=localhost", "single-label"),
+        (" — network=a.example.com,*", "bare `*`"),
+        (" — network=a.example.com, a.example.com", "listed twice"),
+        (" — network, network=a.example.com", "given twice"),
+        (" — network=a.example.com, direct", "`direct`"),
+        (" — network=", "empty host"),
+        (" — network=bücher.example", "A-label"),
+        // A host after another option is not in the list: an unknown option, not a silent host.
+        (
+            " — network=a.example.com, write=/x, b.example.com",
+            "unknown option `b.example.com`",
+        ),
+    ] {
+        let src = doc(&format!("## Tier 1 — sandbox\n- `npm install`{bad}\n"));
+        let d = parse(&src).expect_err(bad);
+        let all: Vec<String> = d.iter().map(|d| d.to_string()).collect();
+        assert!(all.iter().any(|m| m.contains(says)), "{bad}: {all:?}");
+    }
 }
 
 #[test]
