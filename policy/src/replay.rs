@@ -46,6 +46,24 @@ pub fn outcome(step: &Step) -> (Outcome, Option<String>) {
     }
 }
 
+/// What a mirror step may reach (network by domain): `""` for nothing, `network` for the host's
+/// whole network, else `network=<hosts>`. A preview shows a change of it like a change of outcome.
+pub fn network(step: &Step) -> String {
+    match step {
+        Step::TestRun(plan) if plan.options.network => "network".to_owned(),
+        Step::TestRun(plan) if !plan.options.hosts.is_empty() => format!(
+            "network={}",
+            plan.options
+                .hosts
+                .iter()
+                .map(|h| h.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        _ => String::new(),
+    }
+}
+
 /// One retained request of the audit.
 #[derive(Debug, Clone)]
 pub struct Past {
@@ -107,7 +125,8 @@ where
     let mut groups: BTreeMap<(String, Outcome, Outcome), Group> = BTreeMap::new();
     let mut report = Report::default();
     // `decide` is pure: a request seen before (agents repeat themselves) is not decided again.
-    type Both = ((Outcome, Option<String>), (Outcome, Option<String>));
+    type Side = ((Outcome, Option<String>), String);
+    type Both = (Side, Side);
     let mut seen: HashMap<(String, String, String), Both> = HashMap::new();
     for p in past {
         let Some((before, after)) = contexts(p) else {
@@ -120,17 +139,27 @@ where
         };
         report.replayed += 1;
         let key = (format!("{:?}", p.tool), p.project.clone(), p.cwd.clone());
-        let ((from, old_rule), (to, new_rule)) = seen
+        let (((from, old_rule), old_net), ((to, new_rule), new_net)) = seen
             .entry(key)
-            .or_insert_with(|| (outcome(&decide(req, before)), outcome(&decide(req, after))))
+            .or_insert_with(|| {
+                let (a, b) = (decide(req, before), decide(req, after));
+                ((outcome(&a), network(&a)), (outcome(&b), network(&b)))
+            })
             .clone();
-        if from == to {
+        if from == to && old_net == new_net {
             continue;
         }
         report.changed += 1;
-        let pattern = new_rule
+        let mut pattern = new_rule
             .or(old_rule)
             .unwrap_or_else(|| "(no rule)".to_owned());
+        if old_net != new_net {
+            let shown = |n: &str| match n {
+                "" => "no network".to_owned(),
+                n => n.to_owned(),
+            };
+            pattern = format!("{pattern} ({} → {})", shown(&old_net), shown(&new_net));
+        }
         let g = groups
             .entry((pattern.clone(), from, to))
             .or_insert_with(|| Group {
@@ -232,6 +261,24 @@ mod tests {
             (Outcome::TestRun, Outcome::Deny, 1)
         );
         assert_eq!(report.more_permissive(), 3);
+        // A widened host list (same outcome) is shown as a change of the pattern's reach.
+        let narrow: &'static Snapshot = Box::leak(Box::new(snapshot(
+            "## Tier 1 — sandbox\n- `npm ci` — network=registry.npmjs.org\n",
+        )));
+        let wide: &'static Snapshot = Box::leak(Box::new(snapshot(
+            "## Tier 1 — sandbox\n- `npm ci` — network=registry.npmjs.org, evil.example.com\n",
+        )));
+        let history = vec![past(1, "npm ci"), past(2, "ls")];
+        let report = replay(&history, |_| Some((ctx(narrow), ctx(wide))));
+        assert_eq!(report.changed, 1, "{report:#?}");
+        let g = &report.groups[0];
+        assert_eq!((g.from, g.to), (Outcome::TestRun, Outcome::TestRun));
+        assert!(
+            g.pattern.ends_with(
+                "(network=registry.npmjs.org → network=registry.npmjs.org,evil.example.com)"
+            ),
+            "{g:?}"
+        );
         // A remembered rejection of one exact command moves only that command.
         let reject = RuleSet::new(vec![Rule {
             id: 9,

@@ -10,7 +10,7 @@ description: Which commands the coding agent may run in this project.
 # Commands for the coding agent
 
 This file is read by cmdgate. Each `## Tier` section lists command patterns; a command takes the
-strictest tier whose pattern matches it, and a command that matches nothing is test-run like tier 1.
+strictest tier whose pattern matches it, and a command that matches nothing runs in the mirror like tier 1.
 The format is described in cmdgate's docs/tiermap.md. After every change, raise `revision:` and sign
 the file (`cmdgate tiermap sign CLAUDE_CMDS.md`): an unsigned or edited map puts the project in
 read-only mode.
@@ -39,17 +39,27 @@ reads with such flags are already handled, flag by flag, by cmdgate's built-in r
 
 ## Tier 1 — sandbox
 
-Test-run in a throwaway mirror of the workspace first; allowed when the run is clean (exit 0, no
-network, only new or untracked files changed). Options after ` — `: `timeout=<N>s` or `<N>m`, the
-word `network`, `write=<path>` (extra writable path outside the workspace), `unmask=<path>` (a secret
-path the mirror masks that this command may read), `edit-tracked` (may change files
-under version control, for formatters).
+Runs once, in a mirror of the workspace, with its output streamed back to the agent; when its
+effects are clean (only new or untracked files changed, nothing protected touched, no refused network
+attempt) they are committed to the workspace (`cmdgate undo RUN` takes them back), otherwise they are
+rolled back with the reason. The exit status does not decide: a failing test suite's output reaches
+the agent. Options after ` — `: `timeout=<N>s` or `<N>m`, `network=<host>, <host>` (only these hosts,
+through cmdgate's proxy; ports 80 and 443 unless a host names one), `write=<path>` (extra writable
+path outside the workspace, committed with the run), `unmask=<path>` (a secret path the mirror masks
+that this command may read), `edit-tracked` (may change files under version control, for formatters),
+`direct` (test-run, then run on the host: for commands that need host services).
 
-- `cargo build *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git
-- `cargo check *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git
-- `cargo test *` — timeout=15m, write=~/.cargo/registry, write=~/.cargo/git
-- `cargo clippy *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo fetch *` — timeout=10m, network=index.crates.io, static.crates.io, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo build *` — timeout=10m, network=index.crates.io, static.crates.io, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo check *` — timeout=10m, network=index.crates.io, static.crates.io, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo test *` — timeout=15m, network=index.crates.io, static.crates.io, write=~/.cargo/registry, write=~/.cargo/git
+- `cargo clippy *` — timeout=10m, network=index.crates.io, static.crates.io, write=~/.cargo/registry, write=~/.cargo/git
 - `cargo fmt *` — edit-tracked
+- `npm install *` — timeout=10m, network=registry.npmjs.org, write=~/.npm
+- `npm ci *` — timeout=10m, network=registry.npmjs.org, write=~/.npm
+- `pnpm install *` — timeout=10m, network=registry.npmjs.org, write=~/.local/share/pnpm, write=~/.cache/pnpm
+- `yarn install *` — timeout=10m, network=registry.yarnpkg.com, write=~/.cache/yarn
+- `pip install *` — timeout=10m, network=pypi.org, files.pythonhosted.org, write=~/.cache/pip
 - `npm test`
 - `npm run build`
 - `npm run lint`
@@ -82,9 +92,7 @@ A person decides: Claude Code's prompt when interactive, a pending approval in t
 - `cargo install *`
 - `cargo add *`
 - `cargo publish *`
-- `npm install *`
 - `npm publish *`
-- `pip install *`
 - `curl *`
 - `wget *`
 - `docker *`

@@ -25,6 +25,8 @@ revision: 7
 - `cargo fmt *` — edit-tracked
 - `npm test`
 - `docker compose *` — direct
+- `cargo fetch *` — network=index.crates.io, static.crates.io
+- `npm ci` — network=registry.npmjs.org, index.crates.io
 
 ## Tier 2 — ask
 - `git push *`
@@ -354,6 +356,24 @@ fn test_run_plans_merge_options_strictly() {
     };
     assert!(!plan.options.network, "an unknown part gets no network");
     assert!(plan.why.contains("not in the tier map"), "{}", plan.why);
+    // Host lists (network by domain): a list meets the whole network as the list, another list
+    // in the hosts both name, an unknown part in nothing.
+    let hosts = |cmd: &str| -> (bool, Vec<String>) {
+        let Step::TestRun(plan) = w.bash(cmd) else {
+            panic!("{cmd}")
+        };
+        let hosts = plan.options.hosts.iter().map(|h| h.to_string()).collect();
+        (plan.options.network, hosts)
+    };
+    let crates = || vec!["index.crates.io".to_owned(), "static.crates.io".to_owned()];
+    assert_eq!(hosts("cargo fetch"), (false, crates()));
+    assert_eq!(hosts("cargo build && cargo fetch"), (false, crates()));
+    assert_eq!(
+        hosts("cargo fetch && npm ci"),
+        (false, vec!["index.crates.io".to_owned()])
+    );
+    assert_eq!(hosts("cargo fetch && touch x"), (false, vec![]));
+    assert_eq!(hosts("cargo fetch && cargo test"), (false, vec![]));
     // `direct` (test-run, then run on the host) only when every part is a direct entry.
     let Step::TestRun(plan) = w.bash("docker compose up -d") else {
         panic!()
