@@ -268,8 +268,8 @@ mod tests {
         let wide: &'static Snapshot = Box::leak(Box::new(snapshot(
             "## Tier 1 — sandbox\n- `npm ci` — network=registry.npmjs.org, evil.example.com\n",
         )));
-        let history = vec![past(1, "npm ci"), past(2, "ls")];
-        let report = replay(&history, |_| Some((ctx(narrow), ctx(wide))));
+        let npm = vec![past(1, "npm ci"), past(2, "ls")];
+        let report = replay(&npm, |_| Some((ctx(narrow), ctx(wide))));
         assert_eq!(report.changed, 1, "{report:#?}");
         let g = &report.groups[0];
         assert_eq!((g.from, g.to), (Outcome::TestRun, Outcome::TestRun));
