@@ -241,3 +241,57 @@ fn an_entry_reaches_its_hosts_through_the_proxy_and_nothing_else() {
     );
     assert!(g.verify()["broken"].is_null());
 }
+
+#[test]
+fn through_claude_code_a_listed_host_is_reached_and_another_is_refused_with_the_reason() {
+    use cmdgate_tests::claude::World;
+    use cmdgate_tests::fake_api::Step;
+    let (port, seen) = server();
+    let w = World::builder()
+        .config("[network]\nhosts = { \"registry.test\" = \"127.0.0.1\", \"other.test\" = \"127.0.0.1\" }")
+        .file("fetch.py", FETCH)
+        .start();
+    let map = w.gate.proj.join("CLAUDE_CMDS.md");
+    let text = std::fs::read_to_string(&map).unwrap();
+    let entry = format!("- `python3 fetch.py *` — network=registry.test:{port}\n");
+    std::fs::write(
+        &map,
+        text.replacen("- `make *`", &format!("{entry}- `make *`"), 1),
+    )
+    .unwrap();
+    w.gate.resign();
+    let run = w.play(vec![
+        Step::bash(&format!(
+            "python3 fetch.py connect registry.test {port} out-ok"
+        )),
+        Step::bash(&format!(
+            "python3 fetch.py connect other.test {port} out-refused"
+        )),
+    ]);
+    let ok = run.result(0);
+    println!("turn 0: {ok:?}");
+    assert!(!ok.is_error, "{ok:?}");
+    assert!(ok.content.contains("hello from /tunnel"), "{ok:?}");
+    assert_eq!(w.read("out-ok"), "connect");
+    assert_eq!(w.run_row(0)["decision"], "committed");
+    let refused = run.result(1);
+    println!("turn 1: {refused:?}");
+    assert!(refused.is_error, "{refused:?}");
+    assert!(
+        refused.content.contains(&format!(
+            "tried to reach other.test:{port}, which this command's tier-map entry does not allow"
+        )),
+        "the model is told which host was refused: {refused:?}"
+    );
+    assert!(
+        !w.ws("out-refused").exists(),
+        "the refused run was rolled back"
+    );
+    assert_eq!(w.run_row(1)["decision"], "rolled_back");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        1,
+        "only the listed name reached the server"
+    );
+    assert_eq!(run.denials(), 0, "{}", run.run.result);
+}
