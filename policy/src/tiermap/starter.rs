@@ -10,10 +10,10 @@ description: Which commands the coding agent may run in this project.
 # Commands for the coding agent
 
 This file is read by cmdgate. Each `## Tier` section lists command patterns; a command takes the
-strictest tier whose pattern matches it, and a command that matches nothing runs in the mirror like tier 1.
-The format is described in cmdgate's docs/tiermap.md. After every change, raise `revision:` and sign
-the file (`cmdgate tiermap sign CLAUDE_CMDS.md`): an unsigned or edited map puts the project in
-read-only mode.
+strictest tier whose pattern matches it, and a command that matches nothing runs in the mirror like
+tier 1. The format is described in cmdgate's docs/tiermap.md. After every change, raise `revision:`
+and sign the file (`cmdgate tiermap sign CLAUDE_CMDS.md`): an unsigned or edited map puts the project
+in read-only mode.
 
 Patterns match one command's argv, after the shell has split it: `*` as the last word matches any
 further words (also none), `*` elsewhere exactly one word, `*` inside a word any characters. A pattern
