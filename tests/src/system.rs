@@ -34,7 +34,7 @@ pub const BOUND: Duration = Duration::from_secs(60);
 /// The file capabilities of `cmdgate-mirror-helper`, exactly as `systemd/README.md` step 2 sets
 /// them (`tests/system_mode.rs` checks the README still says this).
 pub const MIRROR_HELPER_CAPS: &str =
-    "cap_sys_admin,cap_setuid,cap_setgid,cap_setpcap,cap_chown,cap_dac_override,cap_sys_ptrace,cap_kill+ep";
+    "cap_sys_admin,cap_setuid,cap_setgid,cap_setpcap,cap_chown,cap_dac_override,cap_sys_ptrace,cap_kill,cap_net_admin+ep";
 /// `useradd`/`groupadd`/`userdel` of parallel tests take turns on this lock (they lock
 /// /etc/passwd themselves, but fail instead of waiting).
 const USERS_LOCK: &str = "/run/lock/cmdgate-tests-users.lock";
