@@ -220,8 +220,15 @@ fn project(
     run(&mut init, "cmdgate init");
     let map_path = proj.join("CLAUDE_CMDS.md");
     let opt = if direct { "direct, " } else { "" };
-    let map = std::fs::read_to_string(&map_path).unwrap().replacen(
-        "- `cargo build *` — timeout=10m, write=~/.cargo/registry, write=~/.cargo/git",
+    // The starter's `cargo build *` line (whatever options it carries: the build here is offline,
+    // and `direct` cannot take a host list) becomes ours.
+    let starter = std::fs::read_to_string(&map_path).unwrap();
+    let line = starter
+        .lines()
+        .find(|l| l.starts_with("- `cargo build *` —"))
+        .unwrap_or("- `sh noop.sh`: the starter map has no `cargo build *` entry");
+    let map = starter.replacen(
+        line,
         &format!(
             "- `sh noop.sh` — {opt}timeout=1m\n- `cargo build *` — {opt}timeout=10m, write=~/.cargo"
         ),
