@@ -786,6 +786,12 @@ pub fn recover(state_dir: &Path) -> RecoverReport {
             (_, Err(e)) => report.failed.push(format!("{id}: {e}")),
         }
     }
+    if !report.rolled_back.is_empty() || !report.undo_finished.is_empty() {
+        // What was just put back carries ctimes (fine-grained ones may run ahead of the coarse
+        // clock) that a run starting right after us must see as older than its start, or its
+        // commit would report a spurious conflict.
+        settle();
+    }
     let now = crate::mirror::unix_now();
     for store in store::stores(state_dir) {
         let Ok(rd) = std::fs::read_dir(store.runs()) else {
