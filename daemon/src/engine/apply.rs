@@ -174,7 +174,7 @@ impl Engine {
             kind: Kind::Run,
             source: Some(AuditSource::Operator),
             peer: Some(peer.to_string()),
-            note: Some(format!("run {run_id}")),
+            note: Some(crate::engine::runs::run_note(&run_id)),
             session: original.as_ref().and_then(|r| r.session.clone()),
             project: original.as_ref().and_then(|r| r.project.clone()),
             cwd: original.as_ref().and_then(|r| r.cwd.clone()),
@@ -272,7 +272,7 @@ impl Engine {
 
     /// The run's own `run` row (the mirrored run, not an apply or undo), if still in the audit.
     async fn run_row(&self, run_id: &str) -> Option<Entry> {
-        let note = format!("run {run_id}");
+        let note = crate::engine::runs::run_note(run_id);
         self.store
             .read(move |c| {
                 let rows = audit::query(

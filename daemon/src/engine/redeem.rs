@@ -266,7 +266,7 @@ impl Engine {
             duration_ms: Some(clock::now_ms() - started_ms),
             peer: Some(peer.to_string()),
             decision_id: Some(issued.decision_id),
-            note: Some(format!("run {}", outcome.run_id)),
+            note: Some(crate::engine::runs::run_note(&outcome.run_id)),
             ..Entry::default()
         };
         let learned = self
@@ -386,7 +386,7 @@ impl Engine {
                 kind: Kind::Run,
                 decision: Some(decision.into()),
                 reason: Some(reason),
-                note: Some(format!("run {run_id}")),
+                note: Some(crate::engine::runs::run_note(&run_id)),
                 ..Entry::default()
             })
             .await?;
@@ -427,7 +427,7 @@ impl Engine {
                     .entry
                     .note
                     .as_deref()
-                    .and_then(|n| n.strip_prefix("run "))
+                    .and_then(crate::engine::runs::run_of_note)
                     .unwrap_or_default()
                     .to_owned();
                 let undo = journal

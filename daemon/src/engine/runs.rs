@@ -32,6 +32,17 @@ const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// Added to the Bash tool's timeout: the tool kills the client first, which kills the run.
 const TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
 
+/// The audit note that names a run (`run <id>`) on its `run`, apply and undo rows: written and read
+/// only through [`run_note`] and [`run_of_note`].
+pub(crate) fn run_note(run_id: &str) -> String {
+    format!("run {run_id}")
+}
+
+/// The run a note names, if it names one (see [`run_note`]).
+pub(crate) fn run_of_note(note: &str) -> Option<&str> {
+    note.strip_prefix("run ")
+}
+
 /// The facility: where runs keep their state, how the helper starts, limits, concurrency.
 pub struct Runs {
     helper: HelperCommand,

@@ -125,7 +125,7 @@ pub fn runs_summary(rows: &[AuditRow], undoable: &[String]) -> StatusRuns {
                 .entry
                 .note
                 .as_deref()
-                .and_then(|n| n.strip_prefix("run "))
+                .and_then(crate::engine::runs::run_of_note)
                 .unwrap_or_default()
                 .to_owned();
             s.recent.push(RecentRun {
@@ -189,7 +189,7 @@ mod tests {
                 kind: Kind::Run,
                 decision: Some(decision.into()),
                 command: Some(format!("cmd {id}")),
-                note: run.map(|r| format!("run {r}")),
+                note: run.map(crate::engine::runs::run_note),
                 exit_code: Some(id % 3),
                 ..Entry::default()
             },
