@@ -390,7 +390,9 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             ))
         }
     };
-    let started = coarse_now();
+    // Every host change before this has a ctime at or before it; pid 1 waits for the coarse
+    // clock to pass it before the command starts (see `clock`).
+    let started = crate::clock::precise_now();
     let upper_guard = mirror.map(|m| {
         let dirs = std::iter::once(&m.keep).chain(m.extra.iter().map(|k| &k.keep));
         UpperGuard::new(dirs, m.upper_bytes)
@@ -420,6 +422,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
                     network: cfg.network,
                     proxy,
                     writable,
+                    not_before: started,
                     report: rep_w,
                     stdout: out_w,
                     stderr: err_w,
@@ -757,17 +760,6 @@ fn take_handoff_fd() -> Result<OwnedFd, HelperError> {
     )
     .map_err(|e| HelperError::Kernel("mark the proxy hand-off close-on-exec", e))?;
     Ok(fd)
-}
-
-/// `CLOCK_REALTIME_COARSE` now: the clock the kernel stamps inode times with, so a change made
-/// after this reading has a ctime not before it.
-pub fn coarse_now() -> [i64; 2] {
-    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME_COARSE) {
-        Ok(ts) => [ts.tv_sec(), ts.tv_nsec()],
-        // The clock always exists on Linux; the epoch is the earliest, so "changed" errs on
-        // the side of seeing a change.
-        Err(_) => [0, 0],
-    }
 }
 
 /// Watches the filesystems of a mirrored run's kept upper dirs (the workspace's, and each kept

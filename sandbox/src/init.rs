@@ -37,6 +37,9 @@ pub struct InitArgs<'a> {
     pub proxy: Option<OwnedFd>,
     /// Writable trees for Landlock.
     pub writable: Vec<PathBuf>,
+    /// The run's start (precise clock): the command starts once the coarse clock is past it,
+    /// so every host change it could have seen is stamped after the start.
+    pub not_before: crate::clock::Stamp,
     /// Write end of the report pipe (InitMessage lines).
     pub report: OwnedFd,
     /// Write ends for the command's stdout and stderr.
@@ -122,6 +125,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         });
         return 1;
     };
+    crate::clock::wait_past(args.not_before);
     let child = Command {
         command: args.command,
         cwd: args.cwd,

@@ -19,6 +19,7 @@
 //! `recover`) or it is discarded.
 
 pub mod cgroup;
+pub mod clock;
 pub mod commit;
 pub mod config;
 pub mod confine;

@@ -8,25 +8,7 @@
 
 use super::fsx::{self, lstat_at, move_noreplace, open_beneath, open_dir_at, open_root};
 use super::{escape, unescape, Change, ChangeKind, Problem};
-use crate::helper::coarse_now;
-
-/// A timestamp every ctime of what we already did is at or before, and every later change's is
-/// after: the precise clock now, once the coarse clock (which inode times may use) has passed it.
-/// Costs at most one scheduler tick.
-fn settle() -> [i64; 2] {
-    // `SystemTime::now` reads CLOCK_REALTIME.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let at = [
-        i64::try_from(now.as_secs()).unwrap_or(i64::MAX),
-        i64::from(now.subsec_nanos()),
-    ];
-    while coarse_now() <= at {
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    at
-}
+use crate::clock::settle;
 use crate::mirror::{remove_tree, valid_id, Meta};
 use crate::store::{self, Store};
 use nix::errno::Errno;
@@ -339,7 +321,8 @@ fn steps_forward(
             // Re-check just before moving it: the same inode, not changed since the start.
             match lstat_at(host, &name) {
                 Ok(Some(st))
-                    if st.st_ino == old && (fsx::ctime(&st) < started || moved.contains(&old)) => {}
+                    if st.st_ino == old && (fsx::ctime(&st) <= started || moved.contains(&old)) => {
+                }
                 _ => return Err(conflict("changed on the host after the run started".into())),
             }
             move_noreplace(host, &name, pre, OsStr::new(&n.to_string()))

@@ -4,10 +4,10 @@
 //! plan   walk the upper dir (the run's pid namespace is gone): whiteouts (char 0/0, or the
 //!        whiteout xattr), opaque dirs (trusted.overlay.opaque: the mount's namespace, never
 //!        user.*), type changes, modes; a device/fifo/socket, a set-id file or a redirect /
-//!        metacopy xattr ⇒ refuse; a host entry changed since the run started (ctime not before
-//!        the start, whole subtree for a replaced/deleted directory), a host directory that is no
-//!        longer one, or a hard-linked file whose other names would keep the old content ⇒
-//!        conflict. Any problem ⇒ Err, nothing touched.
+//!        metacopy xattr ⇒ refuse; a host entry changed since the run started (ctime after the
+//!        start, see `clock`; whole subtree for a replaced/deleted directory), a host directory
+//!        that is no longer one, or a hard-linked file whose other names would keep the old
+//!        content ⇒ conflict. Any problem ⇒ Err, nothing touched.
 //! apply  journal manifest (without `committed` it means "applying") → syncfs (new content and
 //!        manifest durable) → per tree (the workspace, then each kept `write=` path) and entry:
 //!        re-check, rename the host entry into journal/pre/N (atomic, keeps the inode), rename
@@ -211,8 +211,10 @@ fn origin_ino(value: &[u8]) -> Option<u64> {
 /// From this many entries in a merged directory, the host's names are listed once.
 const LIST_HOST_FROM: usize = 64;
 
+/// Changed after the run started: its start is a [`crate::clock`] boundary, with every earlier
+/// change at or before it and every later one after it.
 fn newer(st: &FileStat, started: [i64; 2]) -> bool {
-    ctime(st) >= started
+    ctime(st) > started
 }
 
 /// Names in the directory open at `fd` (read through /proc/self/fd: the fd, not a path).
