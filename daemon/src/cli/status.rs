@@ -33,13 +33,15 @@ fn print_runs(r: &StatusRuns) {
     } else {
         println!(
             "runs           {} committed, {} rolled back, {} conflict, {} failed ({} refused \
-             tickets, {} undone) in the last {} run rows; {} can be undone (`cmdgate runs`)",
+             tickets, {} undone, {} crash recoveries at start) in the last {} run rows; {} can \
+             be undone (`cmdgate runs`)",
             r.committed,
             r.rolled_back,
             r.conflict,
             r.failed,
             r.refused,
             r.undone,
+            r.recovered,
             r.counted,
             r.undoable
         );
