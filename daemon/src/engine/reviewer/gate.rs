@@ -189,23 +189,18 @@ impl Engine {
         if asked_under.0.revision().and_then(|r| i64::try_from(r).ok()) != e.tiermap_revision {
             return person("the tier map changed before the reviewer was asked".into());
         }
-        // The turn's prefix: built once per user turn.
+        // The turn's prefix: the same bytes for every call of a user turn while the session's
+        // rules stay the same; a person's decision mid-turn rebuilds it.
         let session = req.agent.session_id.clone();
         let turn_id = turns.newest_id.clone().unwrap_or_default();
-        let prefix = match self.reviewer.cached_prefix(&session, &turn_id) {
-            Some(p) => p,
-            None => {
-                let rules = self.session_rules(&session).await;
-                let turn = TurnEvidence {
-                    user_turns: UserTurns {
-                        turns: turns.turns.clone(),
-                        left_out: turns.left_out,
-                    },
-                    session_rules: rules,
-                };
-                self.reviewer.keep_prefix(&session, &turn_id, &turn)
-            }
+        let turn = TurnEvidence {
+            user_turns: UserTurns {
+                turns: turns.turns,
+                left_out: turns.left_out,
+            },
+            session_rules: self.session_rules(&session).await,
         };
+        let prefix = self.reviewer.prefix(&session, &turn_id, &turn);
         let command = match &tool {
             Tool::Bash { command } => Some(command.clone()),
             _ => None,

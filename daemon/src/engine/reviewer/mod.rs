@@ -176,8 +176,15 @@ pub struct Reviewer {
     key: Option<Key>,
     /// Why it cannot be used even when enabled (missing key, client error).
     problem: Option<String>,
-    /// Per session: the newest user turn's id and the prefix built for it.
-    turns: Mutex<HashMap<String, (String, Arc<String>)>>,
+    /// Per session: the prefix built for its newest user turn.
+    turns: Mutex<HashMap<String, KeptTurn>>,
+}
+
+/// A session's prefix, with what it was built from.
+struct KeptTurn {
+    turn_id: String,
+    rules: Vec<evidence::SessionRule>,
+    prefix: Arc<String>,
 }
 
 impl Reviewer {
@@ -262,32 +269,29 @@ impl Reviewer {
         }
     }
 
-    /// The prefix built for `session`'s user turn `turn_id`, if this turn already has one: the same
-    /// bytes for every call of a turn (prompt caching).
-    pub fn cached_prefix(&self, session: &str, turn_id: &str) -> Option<Arc<String>> {
-        let turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
-        turns
-            .get(session)
-            .filter(|(id, _)| id == turn_id)
-            .map(|(_, prefix)| Arc::clone(prefix))
-    }
-
-    /// Renders and keeps the prefix of `session`'s user turn `turn_id`. When two calls of a new
-    /// turn race, the first one kept wins, so the turn still has one prefix.
-    pub fn keep_prefix(&self, session: &str, turn_id: &str, turn: &TurnEvidence) -> Arc<String> {
-        let rendered = Arc::new(evidence::render_prefix(turn));
+    /// The prefix for `session`'s user turn `turn_id` with `turn`'s evidence: the bytes kept for
+    /// this turn as long as the session's rules stay the same, so every call of a turn sends the
+    /// same prefix (prompt caching); rebuilt when a new user turn starts or a person decides
+    /// something in the session (a note given mid-turn reaches the next question). When two calls
+    /// of a turn race with the same rules, the first one kept wins.
+    pub fn prefix(&self, session: &str, turn_id: &str, turn: &TurnEvidence) -> Arc<String> {
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((id, prefix)) = turns.get(session) {
-            if id == turn_id {
-                return Arc::clone(prefix);
+        if let Some(kept) = turns.get(session) {
+            if kept.turn_id == turn_id && kept.rules == turn.session_rules {
+                return Arc::clone(&kept.prefix);
             }
         }
         if turns.len() >= MAX_CACHED_TURNS && !turns.contains_key(session) {
             turns.clear();
         }
+        let rendered = Arc::new(evidence::render_prefix(turn));
         turns.insert(
             session.to_owned(),
-            (turn_id.to_owned(), Arc::clone(&rendered)),
+            KeptTurn {
+                turn_id: turn_id.to_owned(),
+                rules: turn.session_rules.clone(),
+                prefix: Arc::clone(&rendered),
+            },
         );
         rendered
     }
@@ -410,23 +414,34 @@ mod tests {
     }
 
     #[test]
-    fn the_prefix_is_rebuilt_once_per_turn() {
+    fn the_prefix_is_kept_for_a_turn_until_a_person_decides() {
         let r = Reviewer::off();
-        let mut builds = 0;
-        let mut build = |text: &str| {
-            builds += 1;
+        let turn = |text: &str, rules: &[&str]| {
             let mut t = TurnEvidence::default();
             t.user_turns.turns.push(text.to_owned());
+            t.session_rules = rules
+                .iter()
+                .map(|id| evidence::SessionRule {
+                    id: (*id).to_owned(),
+                    decision: "approved".into(),
+                    command: "git push".into(),
+                    note: Some(format!("note of {id}")),
+                    agent: None,
+                })
+                .collect();
             t
         };
-        assert!(r.cached_prefix("s", "turn1").is_none());
-        let a = r.keep_prefix("s", "turn1", &build("one"));
-        assert!(Arc::ptr_eq(&a, &r.cached_prefix("s", "turn1").unwrap()));
-        let b = r.keep_prefix("s", "turn1", &build("changed"));
+        let a = r.prefix("s", "turn1", &turn("one", &[]));
+        let b = r.prefix("s", "turn1", &turn("changed", &[]));
         assert!(Arc::ptr_eq(&a, &b), "the first prefix of a turn stays");
-        assert!(r.cached_prefix("s", "turn2").is_none());
-        let c = r.keep_prefix("s", "turn2", &build("two"));
-        assert!(c.contains("two") && !Arc::ptr_eq(&a, &c));
-        assert_eq!(builds, 3);
+        let c = r.prefix("s", "turn1", &turn("one", &["audit #4"]));
+        assert!(c.contains("note of audit #4") && !Arc::ptr_eq(&a, &c));
+        let d = r.prefix("s", "turn1", &turn("other", &["audit #4"]));
+        assert!(Arc::ptr_eq(&c, &d), "kept again while the rules stay");
+        let e = r.prefix("s", "turn2", &turn("two", &["audit #4"]));
+        assert!(e.contains("two") && !Arc::ptr_eq(&d, &e));
+        let other = r.prefix("s2", "turn2", &turn("two", &["audit #4"]));
+        assert!(!Arc::ptr_eq(&e, &other), "sessions keep their own");
+        assert_eq!(*e, *other);
     }
 }
