@@ -26,36 +26,87 @@ pub const MAX_CANDIDATE_BYTES: usize = 8 * 1024;
 /// At most this many session rules.
 pub const MAX_SESSION_RULES: usize = 50;
 
-/// Executables whose first word says nothing about what runs: never a candidate prefix.
+/// Executables whose first word says nothing about what runs: never a candidate prefix. Shells
+/// (also the ones whose grammar the analyser does not parse), every wrapper the analyser peels
+/// (`policy::shell::wrappers`), remote and tracing runners, interpreters and package runners. A
+/// version suffix does not hide one: `python3.12`, `node-18` and `ruby3.2` are `python`, `node`
+/// and `ruby` (see [`opaque`]).
 const OPAQUE: &[&str] = &[
+    // shells
     "sh",
     "bash",
+    "rbash",
     "dash",
+    "ash",
     "zsh",
     "ksh",
+    "mksh",
+    "lksh",
+    "oksh",
+    "pdksh",
+    "yash",
+    "posh",
     "fish",
+    "csh",
+    "tcsh",
+    "nu",
+    "elvish",
+    "xonsh",
+    "rc",
+    "es",
+    "pwsh",
+    "powershell",
+    "busybox",
+    "toybox",
+    // wrappers and runners
     "env",
     "sudo",
     "doas",
     "su",
+    "runuser",
+    "sg",
+    "newgrp",
+    "pkexec",
     "xargs",
     "nohup",
     "timeout",
     "nice",
     "ionice",
+    "chrt",
+    "taskset",
+    "prlimit",
     "time",
     "exec",
     "eval",
     "command",
     "builtin",
+    "unbuffer",
     "stdbuf",
     "setsid",
+    "flock",
     "chroot",
     "unshare",
     "nsenter",
+    "firejail",
+    "bwrap",
+    "systemd-run",
+    "script",
+    "watch",
+    "parallel",
+    "sem",
+    "find",
+    "make",
+    "ssh",
+    "strace",
+    "ltrace",
+    "gdb",
+    "valgrind",
+    "faketime",
+    "fakeroot",
+    "proot",
+    // interpreters
     "python",
-    "python3",
-    "python2",
+    "pypy",
     "node",
     "nodejs",
     "deno",
@@ -64,21 +115,51 @@ const OPAQUE: &[&str] = &[
     "ruby",
     "php",
     "lua",
+    "luajit",
     "tclsh",
+    "wish",
+    "expect",
     "awk",
     "gawk",
+    "mawk",
+    "nawk",
+    "sed",
     "osascript",
-    "pwsh",
-    "powershell",
-    "busybox",
-    "watch",
-    "parallel",
-    "find",
-    "make",
+    "java",
+    "jshell",
+    "groovy",
+    "scala",
+    "kotlin",
+    "julia",
+    "rscript",
+    "r",
+    "swift",
+    "dart",
+    "elixir",
+    "erl",
+    "escript",
+    "runghc",
+    "runhaskell",
+    "ghci",
+    "guile",
+    "racket",
+    "sbcl",
+    "qjs",
+    // package runners
     "npx",
+    "pnpx",
+    "bunx",
     "uvx",
     "pipx",
 ];
+
+/// Whether `base` (a basename) is a shell, wrapper or interpreter, a version suffix ignored
+/// (`python3.12`, `node-18`, `Rscript`).
+fn opaque(base: &str) -> bool {
+    let lower = base.to_ascii_lowercase();
+    let bare = lower.trim_end_matches(|c: char| c.is_ascii_digit() || matches!(c, '.' | '-' | '_'));
+    OPAQUE.contains(&lower.as_str()) || OPAQUE.contains(&bare)
+}
 
 /// The tool call as the agent made it.
 #[derive(Debug, Clone, Serialize)]
@@ -117,7 +198,7 @@ pub struct Candidate {
 }
 
 /// A person's decision in this session (or the parent session, for a subagent).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SessionRule {
     /// Stable: `audit #ID` or `rule #ID`.
     pub id: String,
@@ -237,16 +318,7 @@ pub fn render_call(ev: &CallEvidence) -> String {
             }),
         ));
     }
-    let mut candidates = Vec::new();
-    let mut bytes = 0;
-    for c in ev.candidates.iter().take(MAX_CANDIDATES) {
-        let size = serde_json::to_string(c).map_or(usize::MAX, |s| s.len());
-        if bytes + size > MAX_CANDIDATE_BYTES {
-            break;
-        }
-        bytes += size;
-        candidates.push(c);
-    }
+    let candidates = bounded(ev.candidates.clone());
     out.push_str(&block(
         "saved_rule_candidates",
         &json!({
@@ -368,15 +440,32 @@ fn parts(command: &str) -> Vec<Vec<String>> {
 fn prefix(argv: &[String]) -> Option<(String, String)> {
     let exe = argv.first()?;
     let base = exe.rsplit('/').next().unwrap_or(exe);
-    if OPAQUE.contains(&base) || base.is_empty() {
+    if base.is_empty() || opaque(base) {
         return None;
     }
     let sub = argv.get(1).filter(|s| !s.starts_with('-'))?;
     Some((base.to_owned(), sub.clone()))
 }
 
+/// At most [`MAX_CANDIDATES`] candidates within [`MAX_CANDIDATE_BYTES`] (each counted as its JSON),
+/// in order: the first one that would overflow the bytes ends the list.
+pub fn bounded(all: Vec<Candidate>) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for c in all.into_iter().take(MAX_CANDIDATES) {
+        let size = serde_json::to_string(&c).map_or(usize::MAX, |s| s.len());
+        if bytes + size > MAX_CANDIDATE_BYTES {
+            break;
+        }
+        bytes += size;
+        out.push(c);
+    }
+    out
+}
+
 /// Saved approvals in `project` resembling `command` (exact key, or a shared executable and
-/// subcommand), exact ones first.
+/// subcommand), exact ones first, then the newest; bounded as the reviewer sees them
+/// ([`bounded`]).
 pub fn candidates(rules: &[Rule], project: &str, command: &str, key: &str) -> Vec<Candidate> {
     let call_prefixes: Vec<(String, String)> =
         parts(command).iter().filter_map(|a| prefix(a)).collect();
@@ -408,8 +497,7 @@ pub fn candidates(rules: &[Rule], project: &str, command: &str, key: &str) -> Ve
         }
     }
     exact.extend(near.into_iter().rev());
-    exact.truncate(MAX_CANDIDATES);
-    exact
+    bounded(exact)
 }
 
 #[cfg(test)]
@@ -455,6 +543,82 @@ mod tests {
             candidates(&rules, "/p", "cd x && cargo publish --dry-run", "k").len(),
             1
         );
+    }
+
+    #[test]
+    fn shells_wrappers_and_interpreters_are_never_a_prefix_whatever_their_version() {
+        let saved = [
+            "python3.12 tool.py build",
+            "node-18 tool.js build",
+            "sudo git push origin dev",
+            "env A=1 git push origin dev",
+            "ssh host git push origin dev",
+            "Rscript job.R build",
+            "timeout 5 git push origin dev",
+        ];
+        let rules: Vec<Rule> = saved
+            .iter()
+            .enumerate()
+            .map(|(i, k)| rule(i as i64 + 1, RuleKind::Approve, k, true))
+            .collect();
+        for call in [
+            "python3.12 tool.py deploy",
+            "/usr/bin/python3 tool.py deploy",
+            "node-18 tool.js deploy",
+            "sudo git push origin main",
+            "env B=2 git push origin main",
+            "ssh host git push origin main",
+            "Rscript job.R deploy",
+            "nice -n 5 git push origin main",
+            "flock /tmp/l git push origin main",
+            "bash -c 'git push origin main'",
+        ] {
+            assert!(
+                candidates(&rules, "/p", call, "k").is_empty(),
+                "{call}: {:?}",
+                candidates(&rules, "/p", call, "k")
+            );
+        }
+        for name in [
+            "python3.12",
+            "node-18",
+            "ruby3.2",
+            "Rscript",
+            "PERL",
+            "bash5",
+        ] {
+            assert!(opaque(name), "{name}");
+        }
+        for name in ["git", "cargo", "gh", "kubectl", "terraform"] {
+            assert!(!opaque(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn candidates_are_bounded_by_count_and_bytes() {
+        let many: Vec<Rule> = (1..=12)
+            .map(|i| rule(i, RuleKind::Approve, &format!("git push origin b{i}"), true))
+            .collect();
+        let c = candidates(&many, "/p", "git push origin main", "k");
+        assert_eq!(c.len(), MAX_CANDIDATES);
+        assert_eq!(c[0].rule, "rule #12", "the newest first");
+        let long: Vec<Rule> = (1..=6)
+            .map(|i| {
+                rule(
+                    i,
+                    RuleKind::Approve,
+                    &format!("git push origin {}", "x".repeat(3000 + i as usize)),
+                    true,
+                )
+            })
+            .collect();
+        let c = candidates(&long, "/p", "git push origin main", "k");
+        assert_eq!(c.len(), 2, "two of about 3 KiB fit in 8 KiB");
+        let bytes: usize = c
+            .iter()
+            .map(|c| serde_json::to_string(c).unwrap().len())
+            .sum();
+        assert!(bytes <= MAX_CANDIDATE_BYTES);
     }
 
     fn evidence(input: Value) -> CallEvidence {
