@@ -24,10 +24,19 @@
 //!   `--permission-mode bypassPermissions` it runs); a PreToolUse-shaped answer printed for a Post
 //!   event is ignored without error;
 //! - as root, `bypassPermissions` is refused ("--dangerously-skip-permissions cannot be used with
-//!   root/sudo privileges") unless `IS_SANDBOX=1` is set.
+//!   root/sudo privileges") unless `IS_SANDBOX=1` is set;
+//! - subagents: the tool is `Agent` (input `description`, `prompt`, `subagent_type`,
+//!   `run_in_background`; with `run_in_background: false` the parent waits for it). The subagent
+//!   sends its own `/v1/messages` requests with `tools` (fewer than the parent's), whose first
+//!   message carries the Agent call's `prompt`; its hooks' input has the **parent's**
+//!   `session_id` and `transcript_path`, plus `agent_id` (e.g. `a2730ad58e13e927f`) and
+//!   `agent_type` (`general-purpose`); `SubagentStart`/`SubagentStop` events carry the same ids
+//!   (and `agent_transcript_path`, under `<session>/subagents/`).
 //!
 //! The turn to play is the number of assistant messages already in the request, which makes the
-//! fake safe under client retries. Requests without `tools` (side requests such as a title) get a
+//! fake safe under client retries. A request whose first message carries a [`Subagent`]'s marker
+//! (the `prompt` of a [`Step::agent`] call) plays that subagent's steps instead, with tool-use ids
+//! of its own ([`subagent_tool_use_id`]). Requests without `tools` (side requests such as a title) get a
 //! short text answer and do not advance the script.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -107,12 +116,28 @@ impl Step {
     pub fn when(next: impl Fn(&[ToolResult]) -> Option<Step> + Send + Sync + 'static) -> Step {
         Step::When(When(Arc::new(next)))
     }
+    /// A foreground `Agent` call (a `general-purpose` subagent) whose task is `prompt`; give the
+    /// subagent's steps with a [`Subagent`] whose marker is in `prompt`.
+    pub fn agent(prompt: &str) -> Step {
+        Step::Tool {
+            name: "Agent".into(),
+            input: json!({"description": "scripted subagent", "prompt": prompt,
+                          "subagent_type": "general-purpose", "run_in_background": false}),
+        }
+    }
     pub fn edit(path: &str, old: &str, new: &str) -> Step {
         Step::Tool {
             name: "Edit".into(),
             input: json!({"file_path": path, "old_string": old, "new_string": new}),
         }
     }
+}
+
+/// The script of a subagent: the steps played for requests whose first message contains `marker`.
+#[derive(Debug, Clone)]
+pub struct Subagent {
+    pub marker: String,
+    pub steps: Vec<Step>,
 }
 
 /// A `tool_result` the CLI sent back.
@@ -133,11 +158,19 @@ pub struct FakeApi {
 impl FakeApi {
     /// Listens on 127.0.0.1 (an ephemeral port) and plays `script`; after it, the model says "done".
     pub fn start(script: Vec<Step>) -> FakeApi {
+        FakeApi::with_subagents(script, Vec::new())
+    }
+
+    /// [`FakeApi::start`], with the scripts of the subagents the script starts.
+    pub fn with_subagents(script: Vec<Step>, subagents: Vec<Subagent>) -> FakeApi {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind fake API");
         let port = listener.local_addr().expect("addr").port();
         let requests = Arc::new(Mutex::new(Vec::new()));
         let log = Arc::clone(&requests);
-        let script = Arc::new(script);
+        let script = Arc::new(Scripts {
+            main: script,
+            subagents,
+        });
         thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
@@ -176,6 +209,14 @@ impl FakeApi {
     /// The result for the tool call of scripted turn `turn` (ids are `toolu_fake_<turn>`).
     pub fn result_of(&self, turn: usize) -> Option<ToolResult> {
         let id = tool_use_id(turn);
+        self.tool_results()
+            .into_iter()
+            .find(|r| r.tool_use_id == id)
+    }
+
+    /// The result for the tool call of turn `turn` of subagent `agent` (its index in the list).
+    pub fn subagent_result_of(&self, agent: usize, turn: usize) -> Option<ToolResult> {
+        let id = subagent_tool_use_id(agent, turn);
         self.tool_results()
             .into_iter()
             .find(|r| r.tool_use_id == id)
@@ -227,6 +268,37 @@ pub fn tool_use_id(turn: usize) -> String {
     format!("toolu_fake_{turn:02}")
 }
 
+/// The id the fake gives the tool call of turn `turn` of subagent `agent`.
+pub fn subagent_tool_use_id(agent: usize, turn: usize) -> String {
+    format!("toolu_fake_sub{agent}_{turn:02}")
+}
+
+/// Everything the fake plays.
+struct Scripts {
+    main: Vec<Step>,
+    subagents: Vec<Subagent>,
+}
+
+impl Scripts {
+    /// The steps for a request and the id of its turn's tool call.
+    fn for_request(&self, body: &Value, turn: usize) -> (&[Step], String) {
+        let first = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .and_then(|m| m.first())
+            .map(Value::to_string)
+            .unwrap_or_default();
+        match self
+            .subagents
+            .iter()
+            .position(|a| first.contains(a.marker.as_str()))
+        {
+            Some(k) => (&self.subagents[k].steps, subagent_tool_use_id(k, turn)),
+            None => (&self.main, tool_use_id(turn)),
+        }
+    }
+}
+
 struct Request {
     method: String,
     path: String,
@@ -275,7 +347,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> std::io::Result<Option<Req
     Ok(Some(Request { method, path, body }))
 }
 
-fn serve(stream: TcpStream, script: &[Step], log: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+fn serve(stream: TcpStream, scripts: &Scripts, log: &Mutex<Vec<Value>>) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(120)))?;
     let mut writer = stream.try_clone()?;
     let mut reader = BufReader::new(stream);
@@ -297,6 +369,7 @@ fn serve(stream: TcpStream, script: &[Step], log: &Mutex<Vec<Value>>) -> std::io
             .get("messages")
             .and_then(Value::as_array)
             .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count());
+        let (script, id) = scripts.for_request(&body, turn);
         let mut step = if main_loop {
             log.lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -328,7 +401,7 @@ fn serve(stream: TcpStream, script: &[Step], log: &Mutex<Vec<Value>>) -> std::io
             .unwrap_or("claude-fake")
             .to_string();
         let stream = body.get("stream") == Some(&Value::Bool(true));
-        let (content_type, payload) = respond(&step, turn, &model, stream);
+        let (content_type, payload) = respond(&step, &id, &model, stream);
         write!(
             writer,
             "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nrequest-id: req_fake_{turn}\r\n\r\n",
@@ -351,12 +424,12 @@ fn text_parts(text: &str) -> (Value, Value, Value, &'static str) {
 }
 
 /// The response for one turn: an SSE stream, or a whole message when the request did not stream.
-fn respond(step: &Step, turn: usize, model: &str, stream: bool) -> (&'static str, String) {
+fn respond(step: &Step, id: &str, model: &str, stream: bool) -> (&'static str, String) {
     let (block, delta, full, stop) = match step {
         Step::Tool { name, input } => (
-            json!({"type": "tool_use", "id": tool_use_id(turn), "name": name, "input": {}}),
+            json!({"type": "tool_use", "id": id, "name": name, "input": {}}),
             json!({"type": "input_json_delta", "partial_json": input.to_string()}),
-            json!({"type": "tool_use", "id": tool_use_id(turn), "name": name, "input": input}),
+            json!({"type": "tool_use", "id": id, "name": name, "input": input}),
             "tool_use",
         ),
         Step::Text(text) => text_parts(text),
@@ -365,14 +438,14 @@ fn respond(step: &Step, turn: usize, model: &str, stream: bool) -> (&'static str
     };
     let usage = json!({"input_tokens": 1, "output_tokens": 1});
     if !stream {
-        let msg = json!({"id": format!("msg_fake_{turn}"), "type": "message", "role": "assistant", "model": model,
+        let msg = json!({"id": format!("msg_{id}"), "type": "message", "role": "assistant", "model": model,
             "content": [full], "stop_reason": stop, "stop_sequence": null, "usage": usage});
         return ("application/json", msg.to_string());
     }
     let events = [
         (
             "message_start",
-            json!({"type": "message_start", "message": {"id": format!("msg_fake_{turn}"),
+            json!({"type": "message_start", "message": {"id": format!("msg_{id}"),
             "type": "message", "role": "assistant", "model": model, "content": [], "stop_reason": null,
             "stop_sequence": null, "usage": usage}}),
         ),

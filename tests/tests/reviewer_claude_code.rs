@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use cmdgate_tests::claude::{git, Session, World};
-use cmdgate_tests::fake_api::{FakeApi, Step};
+use cmdgate_tests::fake_api::{subagent_tool_use_id, FakeApi, Step, Subagent};
 use cmdgate_tests::fake_reviewer::{FakeReviewer, Reply};
 use cmdgate_tests::gate::Gate;
 use serde_json::Value;
@@ -39,6 +39,53 @@ fn resets(session: &Session) -> usize {
         .lines()
         .filter(|l| l.starts_with("reset: moving to HEAD"))
         .count()
+}
+
+/// A thread that waits (bounded) for the first pending approval, checks that the reviewer's words
+/// `said` are in its reason, and approves it with `note` through `cmdgate approve`.
+fn approve_first_pending(gate: &Gate, note: &str, said: &str) -> std::thread::JoinHandle<()> {
+    let cmdgate = gate.cmdgate.clone();
+    let mut env_cmd = Command::new(&gate.cmdgate);
+    gate.env(&mut env_cmd);
+    let envs: Vec<(String, String)> = env_cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
+        .collect();
+    let (note, said) = (note.to_owned(), said.to_owned());
+    std::thread::spawn(move || {
+        let started = Instant::now();
+        loop {
+            let out = Command::new(&cmdgate)
+                .args(["pending", "--json"])
+                .envs(envs.clone())
+                .output()
+                .unwrap();
+            let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            if let Some(p) = list.as_array().and_then(|l| l.first()) {
+                let id = p["id"].as_i64().unwrap().to_string();
+                assert!(
+                    p["reason"].as_str().unwrap_or_default().contains(&said),
+                    "{p}"
+                );
+                let done = Command::new(&cmdgate)
+                    .args(["approve", &id, "--note", &note])
+                    .envs(envs.clone())
+                    .output()
+                    .unwrap();
+                assert!(
+                    done.status.success(),
+                    "{}",
+                    String::from_utf8_lossy(&done.stderr)
+                );
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(150),
+                "never pending"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
 }
 
 #[test]
@@ -127,49 +174,7 @@ fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_read
     let cmd = "git reset -q --soft HEAD";
     let api = FakeApi::start(vec![Step::bash(cmd), Step::Text("ok".into())]);
     let note = "NOTE-7f3a: commits are fine on this branch";
-    let approver = std::thread::spawn({
-        let cmdgate = gate.cmdgate.clone();
-        let mut env_cmd = Command::new(&gate.cmdgate);
-        gate.env(&mut env_cmd);
-        let envs: Vec<(String, String)> = env_cmd
-            .get_envs()
-            .filter_map(|(k, v)| Some((k.to_str()?.to_owned(), v?.to_str()?.to_owned())))
-            .collect();
-        move || {
-            let started = Instant::now();
-            loop {
-                let out = Command::new(&cmdgate)
-                    .args(["pending", "--json"])
-                    .envs(envs.clone())
-                    .output()
-                    .unwrap();
-                let list: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-                if let Some(p) = list.as_array().and_then(|l| l.first()) {
-                    let id = p["id"].as_i64().unwrap().to_string();
-                    assert!(
-                        p["reason"].as_str().unwrap_or_default().contains("unsure"),
-                        "{p}"
-                    );
-                    let done = Command::new(&cmdgate)
-                        .args(["approve", &id, "--note", note])
-                        .envs(envs.clone())
-                        .output()
-                        .unwrap();
-                    assert!(
-                        done.status.success(),
-                        "{}",
-                        String::from_utf8_lossy(&done.stderr)
-                    );
-                    return;
-                }
-                assert!(
-                    started.elapsed() < Duration::from_secs(150),
-                    "never pending"
-                );
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    });
+    let approver = approve_first_pending(&gate, note, "unsure");
     let run = session.run(&api, PROMPT);
     approver.join().unwrap();
     println!("tool results:\n{}", api.transcript());
@@ -183,4 +188,97 @@ fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_read
         last.contains("NOTE-7f3a"),
         "the note is not in the model's next request"
     );
+}
+
+#[test]
+fn a_subagents_call_sees_the_parent_sessions_rules() {
+    const NOTE: &str = "NOTE-5b1c: resets of the index are fine here";
+    const TASK: &str = "SUBAGENT-7c2e: reset the index again";
+    // The reviewer leaves the parent's call to a person; it allows the subagent's call once only
+    // when the person's note from the parent session is in its evidence.
+    let fake = FakeReviewer::start(
+        |r| {
+            if r.text.contains(NOTE) {
+                Reply::Decision("allow-once", "the person said resets are fine".into())
+            } else {
+                Reply::Decision("ask", "unsure about resets".into())
+            }
+        },
+        vec![KEY.into()],
+    );
+    let (gate, mut session) = world(
+        &fake,
+        "[approvals]\nmode = \"background\"\nwait_ms = 120000\n",
+    );
+    session.set_env("CMDGATE_HOOK_DEADLINE_MS", "150000");
+    let api = FakeApi::with_subagents(
+        vec![
+            Step::bash("git reset -q --soft HEAD"),
+            Step::agent(TASK),
+            Step::Text("ok".into()),
+        ],
+        vec![Subagent {
+            marker: TASK.into(),
+            steps: vec![
+                Step::bash("git reset -q --soft HEAD~0"),
+                Step::Text("reset done".into()),
+            ],
+        }],
+    );
+    let approver = approve_first_pending(&gate, NOTE, "unsure about resets");
+    let run = session.run(&api, PROMPT);
+    approver.join().unwrap();
+    println!(
+        "result: {}\ntool results:\n{}",
+        run.result,
+        api.transcript()
+    );
+    assert!(run.done.status.success(), "{}", run.done.stderr_text());
+    assert!(!api.result_of(0).expect("the parent's reset").is_error);
+    let sub = api
+        .subagent_result_of(0, 0)
+        .expect("the subagent's reset reached Claude Code");
+    assert!(!sub.is_error, "{}", sub.content);
+    assert_eq!(
+        resets(&session),
+        3,
+        "the parent's and the subagent's resets ran"
+    );
+    // The subagent's call carried the parent's session id and its own agent id and type.
+    let session_id = run.result["session_id"].as_str().expect("a session id");
+    let sub_id = subagent_tool_use_id(0, 0);
+    let mut rows: Vec<Value> = gate
+        .audit("decision")
+        .into_iter()
+        .filter(|r| r["tool_use_id"] == sub_id.as_str())
+        .collect();
+    rows.sort_by_key(|r| r["id"].as_i64());
+    assert_eq!(
+        rows.len(),
+        2,
+        "the ask, then the reviewer's answer: {rows:?}"
+    );
+    let agent_id = rows[0]["agent_id"]
+        .as_str()
+        .expect("an agent id")
+        .to_owned();
+    assert_eq!(rows[0]["session"], session_id);
+    assert_eq!(rows[0]["agent_type"], "general-purpose");
+    assert_eq!(
+        (rows[1]["decision"].as_str(), rows[1]["source"].as_str()),
+        (Some("allow"), Some("reviewer"))
+    );
+    // What the reviewer received: for the parent's call no rules yet; for the subagent's call the
+    // person's note from the parent session, and the subagent named.
+    let questions = fake.received();
+    assert_eq!(questions.len(), 2, "one question per call");
+    assert!(!questions[0].text.contains(NOTE));
+    let seen = &questions[1].text;
+    assert!(seen.contains(NOTE), "{seen}");
+    assert!(
+        seen.contains(&agent_id) && seen.contains("general-purpose"),
+        "{seen}"
+    );
+    assert!(seen.contains(session_id), "{seen}");
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
