@@ -367,8 +367,9 @@ fn a_subagents_call_shows_the_parent_sessions_rules() {
     assert!(seen.text.contains("agent-7"), "{}", seen.text);
 }
 
-/// `cmdgate …` with the reviewer's key in the CLI's environment (try and eval run in the CLI).
-fn cli_with_key(g: &Gate, args: &[&str]) -> Value {
+/// `cmdgate …` with the reviewer's key in the CLI's environment (try and eval run in the CLI):
+/// its stdout; fails the test unless it succeeds.
+fn cli_text_with_key(g: &Gate, args: &[&str]) -> String {
     let mut cmd = Command::new(&g.cmdgate);
     cmd.args(args).current_dir(&g.proj);
     g.env(&mut cmd);
@@ -379,8 +380,66 @@ fn cli_with_key(g: &Gate, args: &[&str]) -> Value {
         "cmdgate {args:?}: {}",
         done.stderr_text()
     );
-    serde_json::from_str(&done.stdout_text())
-        .unwrap_or_else(|e| panic!("{e}: {}", done.stdout_text()))
+    done.stdout_text()
+}
+
+/// [`cli_text_with_key`], parsed as JSON.
+fn cli_with_key(g: &Gate, args: &[&str]) -> Value {
+    let out = cli_text_with_key(g, args);
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Waits (bounded) until the call `tool_use_id` is a pending approval; its id.
+fn pending_id(g: &Gate, tool_use_id: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let list = g.cli_json(&["pending", "--json"]);
+        if let Some(p) = list
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["tool_use_id"] == tool_use_id)
+        {
+            return p["id"].as_i64().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{tool_use_id} never pending: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Remembers an approval of `command` in `project` (through the CLI); the new rule's id.
+fn remember_approval(g: &Gate, project: &std::path::Path, command: &str, note: &str) -> i64 {
+    let before: Vec<i64> = rule_ids(g);
+    let done = g.cli(&[
+        "rules",
+        "remember",
+        "approve",
+        "--project",
+        project.to_str().unwrap(),
+        "--note",
+        note,
+        "--",
+        command,
+    ]);
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let new: Vec<i64> = rule_ids(g)
+        .into_iter()
+        .filter(|id| !before.contains(id))
+        .collect();
+    assert_eq!(new.len(), 1, "{new:?}");
+    new[0]
+}
+
+fn rule_ids(g: &Gate) -> Vec<i64> {
+    g.cli_json(&["rules", "list", "--json"])["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
 }
 
 #[test]
@@ -440,4 +499,255 @@ fn try_shows_the_evidence_and_eval_counts_agreement() {
     );
     assert_eq!(eval["allowed_what_a_person_denied"], 1, "{eval}");
     assert_eq!(fake.received().len(), 3);
+}
+
+#[test]
+fn try_shows_the_saved_rule_candidates_bounded_and_never_for_shells() {
+    let fake = answering("allow-once", "looks requested");
+    let g = gate(&fake, "");
+    let proj = g.proj.clone();
+    let dev = remember_approval(
+        &g,
+        &proj,
+        "git push -q origin HEAD:refs/heads/dev",
+        "dev is fine",
+    );
+    // The exact command, remembered and then disabled (enabled, the policy would allow it).
+    let same = remember_approval(&g, &proj, ASKS, "was fine once");
+    let off = g.cli(&["rules", "disable", &same.to_string()]);
+    assert!(off.status.success(), "{}", off.stderr_text());
+    // Never candidates: another subcommand, a shell, a rejection, another project.
+    remember_approval(&g, &proj, "git status", "reads");
+    remember_approval(&g, &proj, "bash -c 'git push -q origin dev'", "shell");
+    let reject = g.cli(&[
+        "rules",
+        "remember",
+        "reject",
+        "--project",
+        proj.to_str().unwrap(),
+        "--",
+        "git push -q origin HEAD:refs/heads/prod",
+    ]);
+    assert!(reject.status.success(), "{}", reject.stderr_text());
+    remember_approval(
+        &g,
+        &g.other_project(),
+        "git push -q origin other",
+        "elsewhere",
+    );
+    let tried = cli_with_key(&g, &["reviewer", "try", "--json", "--", ASKS]);
+    let got: Vec<(i64, String, bool)> = tried["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["rule"].as_str().unwrap()[6..].parse().unwrap(),
+                c["matched"].as_str().unwrap().to_owned(),
+                c["enabled"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (same, "the same command".to_owned(), false),
+            (
+                dev,
+                "the same executable and subcommand: git push".to_owned(),
+                true
+            ),
+        ],
+        "{tried}"
+    );
+    let evidence = tried["evidence"].as_str().unwrap();
+    assert!(evidence.contains("dev is fine") && !evidence.contains("elsewhere"));
+    // The same, for a person reading it.
+    let text = cli_text_with_key(&g, &["reviewer", "try", "--", ASKS]);
+    assert!(
+        text.contains("saved-rule candidates: 2 of 6 saved rules"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "  rule #{same} `{ASKS}`: the same command (disabled)"
+        )),
+        "{text}"
+    );
+    // Through a shell or a wrapper the call has no candidates.
+    for wrapped in [
+        format!("bash -c '{ASKS}'"),
+        format!("env GIT_TRACE=0 {ASKS}"),
+    ] {
+        let t = cli_with_key(&g, &["reviewer", "try", "--json", "--", &wrapped]);
+        assert_eq!(t["candidates"], json!([]), "{wrapped}: {t}");
+        assert!(t["decision"].is_string(), "the policy asked: {t}");
+    }
+    // At most 8: the exact one first, then the newest.
+    let newest: Vec<i64> = (0..10)
+        .map(|i| {
+            remember_approval(
+                &g,
+                &proj,
+                &format!("git push -q origin HEAD:refs/heads/b{i}"),
+                "more",
+            )
+        })
+        .collect();
+    let tried = cli_with_key(&g, &["reviewer", "try", "--json", "--", ASKS]);
+    let rules: Vec<String> = tried["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["rule"].as_str().unwrap().to_owned())
+        .collect();
+    let mut want = vec![format!("rule #{same}")];
+    want.extend(newest.iter().rev().take(7).map(|id| format!("rule #{id}")));
+    assert_eq!(rules, want, "{tried}");
+    // Within 8 KiB: long candidates end the list early.
+    for i in 0..3 {
+        remember_approval(
+            &g,
+            &proj,
+            &format!("git push -q origin HEAD:refs/heads/{i}{}", "x".repeat(3000)),
+            "long",
+        );
+    }
+    let tried = cli_with_key(&g, &["reviewer", "try", "--json", "--", ASKS]);
+    let candidates = tried["candidates"].as_array().unwrap();
+    assert_eq!(
+        candidates.len(),
+        3,
+        "the exact one and two long ones: {tried}"
+    );
+    let bytes: usize = candidates.iter().map(|c| c.to_string().len()).sum();
+    assert!(bytes <= 8 * 1024, "{bytes}");
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[test]
+fn eval_replays_a_real_exports_person_decided_calls() {
+    // The model's answer by the branch in the call: the person's answers were made with it off.
+    let fake = FakeReviewer::start(
+        |r: &Received| {
+            let call = r
+                .text
+                .split("<evidence name=\"tool_call\">")
+                .nth(1)
+                .unwrap_or("");
+            let call = call.split("</evidence>").next().unwrap_or("");
+            let has = |b: &str| call.contains(&format!("refs/heads/{b}\""));
+            if has("ev-a1") || has("ev-d2") || has("ev-m1") {
+                Reply::Decision("allow-once", "looks requested".into())
+            } else if has("ev-a2") {
+                Reply::Decision("ask", "unsure".into())
+            } else if has("ev-d1") {
+                Reply::Decision("deny", "not requested".into())
+            } else {
+                Reply::Status(500)
+            }
+        },
+        forbidden(),
+    );
+    let g = gate(
+        &fake,
+        "[approvals]\nmode = \"background\"\nwait_ms = 60000\n",
+    );
+    let push = |b: &str| format!("git push -q origin HEAD:refs/heads/{b}");
+    for (branch, approve) in [
+        ("ev-a1", true),
+        ("ev-a2", true),
+        ("ev-a3", true),
+        ("ev-d1", false),
+        ("ev-d2", false),
+    ] {
+        let waiting = g.spawn_pre(branch, &push(branch), &[("CMDGATE_REVIEWER", "off")]);
+        let id = pending_id(&g, branch);
+        let verb = if approve { "approve" } else { "reject" };
+        let answered = g.cli_json(&[verb, &id, "--note", "decided by a person", "--json"]);
+        let want = if approve { "allow" } else { "deny" };
+        assert_eq!(answered["decision"], want, "{answered}");
+        assert_eq!(waiting.join().unwrap().0, want);
+    }
+    // One call the model decided live: an example, but not a person's.
+    let (d, reason) = g.pre("ev-m1", &push("ev-m1"));
+    assert_eq!(d, "allow", "{reason}");
+    assert_eq!(fake.received().len(), 1);
+    let file = g.dir.path().join("export.jsonl");
+    let exported = g.cli(&["export", "--out", file.to_str().unwrap()]);
+    assert!(exported.status.success(), "{}", exported.stderr_text());
+    let bases: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| {
+            e["request"]["command"]
+                .as_str()
+                .is_some_and(|c| c.contains("ev-"))
+        })
+        .map(|e| e["label_basis"].as_str().unwrap().to_owned())
+        .collect();
+    let count = |b: &str| bases.iter().filter(|x| *x == b).count();
+    assert_eq!(
+        (
+            count("human_approved"),
+            count("human_rejected"),
+            count("model_allowed_once")
+        ),
+        (3, 2, 1),
+        "{bases:?}"
+    );
+    let eval = cli_with_key(&g, &["reviewer", "eval", "--json", file.to_str().unwrap()]);
+    assert_eq!(eval["examples"], 5, "{eval}");
+    assert_eq!(
+        eval["columns"],
+        json!(["allow-once", "deny", "ask", "unavailable"])
+    );
+    assert_eq!(
+        eval["matrix"]["person_allowed"],
+        json!([1, 0, 1, 1]),
+        "{eval}"
+    );
+    assert_eq!(
+        eval["matrix"]["person_denied"],
+        json!([1, 1, 0, 0]),
+        "{eval}"
+    );
+    assert_eq!(eval["agreed"], 2, "{eval}");
+    assert_eq!(eval["allowed_what_a_person_denied"], 1, "{eval}");
+    let ms = |k: &str| {
+        eval["latency_ms"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {eval}"))
+    };
+    assert!(ms("p50") <= ms("p95") && ms("p95") <= ms("max"), "{eval}");
+    assert_eq!(
+        fake.received().len(),
+        6,
+        "one question per person-decided example"
+    );
+    // What eval sent is the export's redacted call, quoted like a live question.
+    let asked = &fake.received()[1].text;
+    assert!(asked.contains("<evidence name=\"tool_call\">") && asked.contains("ev-"));
+    // The table for a person.
+    let text = cli_text_with_key(&g, &["reviewer", "eval", file.to_str().unwrap()]);
+    println!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[0].starts_with("5 person-decided examples from "),
+        "{text}"
+    );
+    let cells = |l: &str| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" ");
+    assert!(
+        lines[2].starts_with("allowed") && cells(lines[2]) == "1 0 1 1",
+        "{text}"
+    );
+    assert!(
+        lines[3].starts_with("denied") && cells(lines[3]) == "1 1 0 0",
+        "{text}"
+    );
+    assert!(
+        lines[4].starts_with("agreed on 2 of 5; allowed 1 a person denied; latency p50 "),
+        "{text}"
+    );
 }
