@@ -8,8 +8,11 @@
 //! host git. A run that leaves a lock file of its own under `.git/` (a git that did not finish)
 //! is refused: committing it would lock the user out of their repository.
 //!
-//! The lock file says whose it is (`cmdgate commit RUN`); `recover` removes it for a commit a
-//! crash interrupted (`release_stale`). Not covered: a crash between taking the lock and writing
+//! `undo` takes the same lock, with the same wait, when what it puts back reaches into `.git/`: a
+//! host git holding it makes the undo a conflict that undoes nothing.
+//!
+//! The lock file says whose it is (`cmdgate commit RUN`, also for an undo of RUN); `recover`
+//! removes it for a commit or an undo a crash interrupted (`release_stale`). Not covered: a crash between taking the lock and writing
 //! the journal's manifest leaves a lock no journal names (git then says to remove it).
 
 use super::fsx::{lstat_at, open_dir_at};

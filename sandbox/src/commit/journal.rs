@@ -587,6 +587,19 @@ pub fn undo(state_dir: &Path, run_id: &str) -> Result<UndoReport, UndoError> {
         .map(|t| fsx::open_host_root(t.root))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| UndoError::Io(e.to_string()))?;
+    // Git's lock, as the commit took it, when the undo puts back anything under `.git/`: a git
+    // on the host neither writes the index while it is restored nor is overwritten mid-write.
+    let paths: Vec<PathBuf> = m.ops.iter().map(Op::rel).collect();
+    let _git_lock = match super::gitlock::lock(&roots[0], &paths, run_id) {
+        Ok(lock) => lock,
+        Err(
+            super::gitlock::LockError::Busy(problem)
+            | super::gitlock::LockError::LeftByRun(problem),
+        ) => return Err(UndoError::Conflict(vec![problem])),
+        Err(super::gitlock::LockError::Io(path, e)) => {
+            return Err(UndoError::Io(format!("{}: {e}", path.display())))
+        }
+    };
     let mut problems = Vec::new();
     for (t, root) in trees.iter().zip(&roots) {
         undo_check(t, root, at, &mut problems);
@@ -762,7 +775,13 @@ pub fn recover(state_dir: &Path) -> RecoverReport {
                 }
             }
             (JournalState::Undoing, Ok(roots)) => match undo_steps(&m, &jdir, &roots) {
-                Ok(()) => report.undo_finished.push(id),
+                Ok(()) => {
+                    // The lock an interrupted undo took (the same marker as a commit's).
+                    if let Some(ws) = roots.first() {
+                        super::gitlock::release_stale(ws, &id);
+                    }
+                    report.undo_finished.push(id)
+                }
                 Err(e) => report.failed.push(format!("{id}: {e}")),
             },
             (JournalState::Committed | JournalState::Undone, _) => {}

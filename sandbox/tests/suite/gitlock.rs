@@ -1,7 +1,8 @@
 //! Git's lock discipline at commit (issue 14): a git command's bookkeeping under `.git/` is
 //! committed only while cmdgate holds the repository's `index.lock`; a host git that holds it (or
 //! the lock of a ref the commit changes) past the wait is a conflict, and nothing is applied; a
-//! run that leaves a lock file behind is refused.
+//! run that leaves a lock file behind is refused. An undo that puts back files under `.git/` takes
+//! the same lock: a host git holding it makes the undo a conflict that undoes nothing.
 
 use crate::common::Env;
 use crate::mirror::{command, mirrored_with};
@@ -124,5 +125,40 @@ fn a_run_that_leaves_a_git_lock_behind_is_refused() {
         other => panic!("expected a refusal, got {other:?}"),
     }
     assert!(!env.ws.join(".git/index.lock").exists());
+    assert_eq!(git(&env, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn an_undo_of_git_changes_waits_for_a_host_gits_lock_then_undoes_nothing() {
+    let (env, config) = repo();
+    let fin = add_commit(&env, &config, "x");
+    let run_id = fin.kept.run_id().to_owned();
+    commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
+    assert_eq!(subjects(&env), "x\nfirst\n");
+    let lock = env.ws.join(".git/index.lock");
+    std::fs::write(&lock, "a host git's new index").expect("lock");
+    match commit::undo(&config.state_dir, &run_id) {
+        Err(commit::UndoError::Conflict(problems)) => assert!(
+            problems
+                .iter()
+                .any(|p| p.path.ends_with(".git/index.lock") && p.why.contains("another git")),
+            "{problems:?}"
+        ),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read_to_string(&lock).expect("the host's lock"),
+        "a host git's new index",
+        "the host git's lock is never touched"
+    );
+    assert_eq!(subjects(&env), "x\nfirst\n", "nothing was undone");
+    assert!(env.ws.join("x").exists());
+
+    // Once that git is done, the undo goes through, and cmdgate's own lock is gone again.
+    std::fs::remove_file(&lock).expect("unlock");
+    commit::undo(&config.state_dir, &run_id).expect("undo");
+    assert_eq!(subjects(&env), "first\n");
+    assert!(!env.ws.join("x").exists());
+    assert!(!lock.exists());
     assert_eq!(git(&env, &["status", "--porcelain"]), "");
 }
