@@ -4,8 +4,8 @@
 //! (systemd/README.md). A run's kept upper dir then holds the agent's files (the command ran as the
 //! agent) and overlay markers in `trusted.overlay.*` xattrs (only readable with `CAP_SYS_ADMIN`),
 //! and a commit renames them into the agent's workspace, which the daemon's user may not write.
-//! So every operation on the store after the run — commit, discard, undo, recover, prune, the
-//! journal listing — is done by the same helper program that ran the mirror (with its file
+//! So every operation on the store after the run — commit, discard, keep, diff, apply, undo,
+//! recover, prune, the journal listing — is done by the same helper program that ran the mirror (with its file
 //! capabilities), one process per operation, speaking [`ParentMessage::Store`] /
 //! [`HelperReply::Store`]. A root caller does them itself (the helper would be itself).
 //!
@@ -19,8 +19,8 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use crate::commit::{
-    self, CommitConfig, CommitError, CommitReport, JournalEntry, JournalLimits, Problem,
-    RecoverReport, UndoError, UndoReport,
+    self, ApplyError, CommitConfig, CommitError, CommitReport, DiffError, DiffLimits, DiffStat,
+    JournalEntry, JournalLimits, Problem, RecoverReport, RunDiff, UndoError, UndoReport,
 };
 use crate::config::HelperCommand;
 use crate::mirror::{load_kept, KeptUpper};
@@ -44,6 +44,24 @@ pub enum StoreOp {
     },
     /// `commit::runs`.
     Runs { state_dir: PathBuf },
+    /// Keep a rolled-back run for `ttl_secs` (`KeptUpper::keep_for`), then bound the store
+    /// (`commit::prune`, then `commit::prune_kept` to `max_bytes`); with `stat`, its diff stat.
+    Keep {
+        state_dir: PathBuf,
+        run_id: String,
+        ttl_secs: u64,
+        max_bytes: u64,
+        limits: JournalLimits,
+        stat: bool,
+    },
+    /// `commit::run_diff`.
+    Diff {
+        state_dir: PathBuf,
+        run_id: String,
+        limits: DiffLimits,
+    },
+    /// `commit::apply` of a kept run.
+    Apply { state_dir: PathBuf, run_id: String },
 }
 
 /// Why a commit done by the helper committed nothing (the kept run stays in the store; the
@@ -74,6 +92,21 @@ pub enum StoreReply {
     Pruned(Vec<String>),
     Runs(Vec<JournalEntry>),
     Discarded,
+    /// The run is kept (`dropped`: `prune_kept` removed it at once, the store being full).
+    Kept {
+        dropped: bool,
+        stat: Option<DiffStat>,
+    },
+    Diff(Box<RunDiff>),
+    /// No kept or committed run by that id.
+    DiffNotFound(String),
+    /// A kept run was committed; `workspace` is the one it was committed to.
+    Applied {
+        report: CommitReport,
+        workspace: PathBuf,
+    },
+    /// No kept run by that id (never kept, pruned, already applied).
+    ApplyGone(String),
     /// The operation could not be done (a bad id, no such kept run, IO).
     Failed(String),
 }
@@ -152,6 +185,97 @@ pub fn serve(op: StoreOp) -> StoreReply {
             StoreReply::Pruned(commit::prune(&state_dir, &limits))
         }
         StoreOp::Runs { state_dir } => StoreReply::Runs(commit::runs(&state_dir)),
+        StoreOp::Keep {
+            state_dir,
+            run_id,
+            ttl_secs,
+            max_bytes,
+            limits,
+            stat,
+        } => keep_here(&state_dir, &run_id, ttl_secs, max_bytes, &limits, stat),
+        StoreOp::Diff {
+            state_dir,
+            run_id,
+            limits,
+        } => match commit::run_diff(&state_dir, &run_id, limits) {
+            Ok(diff) => StoreReply::Diff(Box::new(diff)),
+            Err(DiffError::NotFound(id)) => StoreReply::DiffNotFound(id),
+            Err(e) => StoreReply::Failed(e.to_string()),
+        },
+        StoreOp::Apply { state_dir, run_id } => apply_here(&state_dir, &run_id),
+    }
+}
+
+/// [`StoreOp::Keep`] in this process.
+fn keep_here(
+    state_dir: &Path,
+    run_id: &str,
+    ttl_secs: u64,
+    max_bytes: u64,
+    limits: &JournalLimits,
+    stat: bool,
+) -> StoreReply {
+    match load_kept(state_dir, run_id) {
+        Ok(kept) => keep_loaded(kept, ttl_secs, max_bytes, limits, stat),
+        Err(e) => StoreReply::Failed(e.to_string()),
+    }
+}
+
+/// Keeps `kept` and bounds its store (see [`StoreOp::Keep`]).
+fn keep_loaded(
+    kept: KeptUpper,
+    ttl_secs: u64,
+    max_bytes: u64,
+    limits: &JournalLimits,
+    stat: bool,
+) -> StoreReply {
+    let (state_dir, run_id) = (kept.state_dir.clone(), kept.run_id().to_owned());
+    if let Err(e) = kept.keep_for(std::time::Duration::from_secs(ttl_secs)) {
+        return StoreReply::Failed(format!("keeping run {run_id}: {e}"));
+    }
+    commit::prune(&state_dir, limits);
+    if commit::prune_kept(&state_dir, max_bytes).contains(&run_id) {
+        return StoreReply::Kept {
+            dropped: true,
+            stat: None,
+        };
+    }
+    let stat = stat
+        .then(|| {
+            commit::run_diff(&state_dir, &run_id, STAT_LIMITS)
+                .ok()
+                .map(|d| d.stat)
+        })
+        .flatten();
+    StoreReply::Kept {
+        dropped: false,
+        stat,
+    }
+}
+
+/// Limits for a diff stat only: no text kept, small files compared, every entry listed up to a
+/// bound.
+pub const STAT_LIMITS: DiffLimits = DiffLimits {
+    max_output: 0,
+    max_file_bytes: 256 << 10,
+    max_files: 100_000,
+};
+
+/// [`StoreOp::Apply`] in this process: the kept run's workspace, then `commit::apply`.
+fn apply_here(state_dir: &Path, run_id: &str) -> StoreReply {
+    let Some(kept) = commit::kept_runs(state_dir)
+        .into_iter()
+        .find(|k| k.run_id == run_id)
+    else {
+        return StoreReply::ApplyGone(run_id.to_owned());
+    };
+    match commit::apply(state_dir, run_id, &CommitConfig::default()) {
+        Ok(report) => StoreReply::Applied {
+            report,
+            workspace: kept.workspace,
+        },
+        Err(ApplyError::Gone(id)) => StoreReply::ApplyGone(id),
+        Err(ApplyError::Commit(e)) => not_committed(e),
     }
 }
 
@@ -304,6 +428,103 @@ impl Keeper {
         }
     }
 
+    /// Keeps rolled-back run `kept` for `ttl_secs` and bounds the store ([`StoreOp::Keep`]),
+    /// where the store's privileges are: `Ok(None)` when the byte bound dropped it at once, else
+    /// its diff stat (with `stat`). On an error the run is discarded (dropped).
+    pub fn keep(
+        &self,
+        kept: KeptUpper,
+        ttl_secs: u64,
+        max_bytes: u64,
+        limits: &JournalLimits,
+        stat: bool,
+    ) -> Result<Option<Option<DiffStat>>, String> {
+        let reply = match kept.helper.clone() {
+            None => keep_loaded(kept, ttl_secs, max_bytes, limits, stat),
+            Some(helper) => {
+                let reply = call(
+                    &helper,
+                    StoreOp::Keep {
+                        state_dir: kept.state_dir.clone(),
+                        run_id: kept.run_id().to_owned(),
+                        ttl_secs,
+                        max_bytes,
+                        limits: *limits,
+                        stat,
+                    },
+                )?;
+                if matches!(reply, StoreReply::Kept { .. }) {
+                    let mut kept = kept;
+                    kept.done = true; // the helper kept it
+                }
+                reply
+            }
+        };
+        match reply {
+            StoreReply::Kept { dropped: true, .. } => Ok(None),
+            StoreReply::Kept { stat, .. } => Ok(Some(stat)),
+            StoreReply::Failed(why) => Err(why),
+            other => Err(format!("the mirror helper answered {other:?}")),
+        }
+    }
+
+    /// `commit::run_diff`, where the store's privileges are (a kept upper holds the agent's
+    /// files and overlay markers the daemon's user cannot read).
+    pub fn diff(
+        &self,
+        state_dir: &Path,
+        run_id: &str,
+        limits: DiffLimits,
+    ) -> Result<RunDiff, DiffError> {
+        let Some(helper) = &self.helper else {
+            return commit::run_diff(state_dir, run_id, limits);
+        };
+        let op = StoreOp::Diff {
+            state_dir: state_dir.to_path_buf(),
+            run_id: run_id.to_owned(),
+            limits,
+        };
+        match call(helper, op) {
+            Ok(StoreReply::Diff(diff)) => Ok(*diff),
+            Ok(StoreReply::DiffNotFound(id)) => Err(DiffError::NotFound(id)),
+            Ok(StoreReply::Failed(why)) => Err(DiffError::Io(run_id.to_owned(), why)),
+            Ok(other) => Err(DiffError::Io(
+                run_id.to_owned(),
+                format!("the mirror helper answered {other:?}"),
+            )),
+            Err(why) => Err(DiffError::Io(run_id.to_owned(), why)),
+        }
+    }
+
+    /// `commit::apply` of kept run `run_id`: what it committed and to which workspace.
+    pub fn apply(
+        &self,
+        state_dir: &Path,
+        run_id: &str,
+    ) -> Result<(CommitReport, PathBuf), KeeperApplyError> {
+        let reply = match &self.helper {
+            None => apply_here(state_dir, run_id),
+            Some(helper) => call(
+                helper,
+                StoreOp::Apply {
+                    state_dir: state_dir.to_path_buf(),
+                    run_id: run_id.to_owned(),
+                },
+            )
+            .map_err(KeeperApplyError::NotCommitted)?,
+        };
+        match reply {
+            StoreReply::Applied { report, workspace } => Ok((report, workspace)),
+            StoreReply::ApplyGone(id) => Err(KeeperApplyError::Gone(id)),
+            StoreReply::NotCommitted { message, .. } | StoreReply::Failed(message) => {
+                Err(KeeperApplyError::NotCommitted(message))
+            }
+            other => Err(KeeperApplyError::NotCommitted(format!(
+                "the mirror helper answered {other:?}"
+            ))),
+        }
+    }
+
     /// `commit::runs`.
     pub fn runs(&self, state_dir: &Path) -> Result<Vec<JournalEntry>, String> {
         let Some(helper) = &self.helper else {
@@ -317,6 +538,17 @@ impl Keeper {
             other => Err(format!("the mirror helper answered {other:?}")),
         }
     }
+}
+
+/// Why [`Keeper::apply`] committed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum KeeperApplyError {
+    /// No kept run by that id.
+    #[error("run {0} is not kept (it was committed, already applied, never kept, or pruned)")]
+    Gone(String),
+    /// The commit refused, conflicted or failed (the message says which); the kept run stays.
+    #[error("{0}")]
+    NotCommitted(String),
 }
 
 /// Discards a kept run through the helper (`KeptUpper::discard` and its drop, non-root).

@@ -893,3 +893,134 @@ fn grants_and_session_bindings_survive_a_restart() {
     let next = grant(&s, &a2, "incident 44");
     assert!(next > revoked, "id {next} reused (revoked was {revoked})");
 }
+
+/// The run id in a `run` row's note (`run <id>`).
+fn run_id_of(row: &Value) -> String {
+    row["note"]
+        .as_str()
+        .and_then(|n| n.strip_prefix("run "))
+        .unwrap_or_else(|| panic!("no run id in {row}"))
+        .to_owned()
+}
+
+/// In system mode a rolled-back run is kept for the operator as in user mode, though the daemon
+/// can read neither the agent's files in it nor its overlay markers: the mirror helper keeps,
+/// diffs and applies it. The operator (not root) reads the diff — including a file only the agent
+/// may read — and applies it; what lands is the agent's; `cmdgate undo` reverses it; a protected
+/// path is refused unless the operator says so, as in user mode.
+#[test]
+fn a_rolled_back_run_is_kept_diffed_and_applied_through_the_helper() {
+    use std::os::unix::fs::MetadataExt;
+    let mut s = System::create();
+    s.install_mirror_helper();
+    s.start(0o660);
+    let a = s.agent1.clone();
+    let proj = s.proj(&a);
+    operator_map_to(&s, &a, &map_text(1, &["make lint"]), "rev-1.md");
+    let rolled_back = |id: &str, command: &str| -> String {
+        let out = s.hook_json(&a, &s.pre_event(&a, "sess-k", id, command));
+        let rewritten = out["hookSpecificOutput"]["updatedInput"]["command"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no rewrite: {out}\nlog:\n{}", s.log()))
+            .to_owned();
+        let done = s.shell_as(&a, &proj, &rewritten);
+        let err = done.stderr_text();
+        assert_ne!(done.status.code(), Some(0), "{err}");
+        assert!(
+            err.contains("cmdgate rolled back"),
+            "{err}\nlog:\n{}",
+            s.log()
+        );
+        let row = run_row(&s, id);
+        assert_eq!(row["decision"], "rolled_back", "{row}");
+        let run = run_id_of(&row);
+        assert!(
+            err.contains(&format!("cmdgate runs show {run} --diff")),
+            "the run was not kept for the operator: {err}\nlog:\n{}",
+            s.log()
+        );
+        run
+    };
+    let id = rolled_back(
+        "t1",
+        "rm tracked.txt && (umask 077 && printf 'made\\n' > private.txt)",
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.join("tracked.txt")).unwrap(),
+        "precious\n"
+    );
+    assert!(!proj.join("private.txt").exists());
+
+    // The operator reads it (the daemon's user could not read `private.txt` itself).
+    let shown = s.cli_as(&s.operator, &["runs", "show", &id, "--diff"]);
+    let text = shown.stdout_text();
+    assert!(
+        shown.status.success(),
+        "{text}{}\nlog:\n{}",
+        shown.stderr_text(),
+        s.log()
+    );
+    assert!(
+        text.contains("--- a/tracked.txt\n+++ /dev/null\n") && text.contains("-precious\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+++ b/private.txt\n") && text.contains("+made\n"),
+        "{text}"
+    );
+    // An agent cannot (the admin socket is the operators').
+    let denied = s.cli_as(&a, &["runs", "show", &id, "--diff"]);
+    assert!(!denied.status.success(), "an agent read a kept run's diff");
+
+    let applied = s.operator_json(&["apply", &id, "--json"]);
+    assert!(applied["audit_id"].is_i64(), "{applied}");
+    assert!(!proj.join("tracked.txt").exists(), "the apply committed");
+    let meta = std::fs::symlink_metadata(proj.join("private.txt")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid(), meta.mode() & 0o777),
+        (a.uid, a.gid, 0o600),
+        "what the apply placed is not the agent's"
+    );
+    let row = audit_rows(&s)
+        .into_iter()
+        .find(|r| r["id"] == applied["audit_id"])
+        .expect("the apply's row");
+    assert_eq!(row["decision"], "applied", "{row}");
+    assert_eq!(row["source"], "operator", "{row}");
+    assert!(
+        row["peer"]
+            .as_str()
+            .is_some_and(|p| p.contains(&format!("uid={}", s.operator.uid))),
+        "{row}"
+    );
+    // Once: the kept run is spent; its diff now comes from the journal.
+    let again = s.cli_as(&s.operator, &["apply", &id]);
+    assert_eq!(again.status.code(), Some(4), "{}", again.stderr_text());
+    let diff = s.operator_json(&["runs", "show", &id, "--diff", "--json"]);
+    assert_eq!(diff["source"], "journal", "{diff}");
+    // Undo restores the workspace, through the helper too.
+    s.operator_json(&["undo", &id, "--json"]);
+    assert_eq!(
+        std::fs::read_to_string(proj.join("tracked.txt")).unwrap(),
+        "precious\n"
+    );
+    assert!(!proj.join("private.txt").exists());
+
+    // A protected path (the project's Claude Code settings) is refused unless the operator says so.
+    let id = rolled_back(
+        "t2",
+        "mkdir -p .claude && echo '{}' > .claude/settings.json && rm tracked.txt",
+    );
+    let refused = s.cli_as(&s.operator, &["apply", &id]);
+    let err = refused.stderr_text();
+    assert_eq!(refused.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("protected") && err.contains(".claude/settings.json"),
+        "{err}"
+    );
+    assert!(!proj.join(".claude/settings.json").exists());
+    assert!(proj.join("tracked.txt").exists());
+    s.operator_json(&["apply", &id, "--include-protected", "--json"]);
+    let meta = std::fs::symlink_metadata(proj.join(".claude/settings.json")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (a.uid, a.gid));
+}

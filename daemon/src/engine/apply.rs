@@ -14,7 +14,8 @@
 use std::path::Path;
 
 use cmdgate_policy::decide::protected::{effect_refusal, protected, Touch};
-use cmdgate_sandbox::commit::{self, ApplyError as LibApplyError, DiffLimits, FileChange, RunDiff};
+use cmdgate_sandbox::commit::{self, DiffLimits, FileChange, RunDiff};
+use cmdgate_sandbox::keeper::KeeperApplyError;
 use serde::{Deserialize, Serialize};
 
 use crate::clock;
@@ -25,11 +26,7 @@ use crate::store::StoreError;
 
 /// Limits for a diff stat only (notifications, the protected-path check reads the file list):
 /// no text kept, small files compared, every entry listed up to a bound.
-pub(crate) const STAT_LIMITS: DiffLimits = DiffLimits {
-    max_output: 0,
-    max_file_bytes: 256 << 10,
-    max_files: 100_000,
-};
+pub(crate) const STAT_LIMITS: DiffLimits = cmdgate_sandbox::keeper::STAT_LIMITS;
 
 /// `POST /admin/runs/{run}/apply`'s body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,11 +108,12 @@ impl Engine {
     pub async fn run_diff(&self, run_id: String) -> Result<RunDiff, DiffError> {
         let state = self.runs.state_dir().to_path_buf();
         let id = run_id.clone();
-        let result = tokio::task::spawn_blocking(move || {
-            commit::run_diff(&state, &id, DiffLimits::default())
-        })
-        .await
-        .map_err(|e| DiffError::Failed(format!("the diff thread failed: {e}")))?;
+        // Through the mirror helper when the daemon is not root (`keeper`).
+        let keeper = self.runs.keeper();
+        let result =
+            tokio::task::spawn_blocking(move || keeper.diff(&state, &id, DiffLimits::default()))
+                .await
+                .map_err(|e| DiffError::Failed(format!("the diff thread failed: {e}")))?;
         result.map_err(|e| match e {
             commit::DiffError::NotFound(_) => DiffError::NotFound(e.to_string()),
             commit::DiffError::Io(..) => DiffError::Failed(e.to_string()),
@@ -134,16 +132,18 @@ impl Engine {
         let state = self.runs.state_dir().to_path_buf();
         let id = run_id.clone();
         let include_protected = req.include_protected;
+        // Diff and commit where the store's privileges are: in this process when it is root,
+        // else in the mirror helper (system mode), with the same checks either way.
+        let keeper = self.runs.keeper();
         let result = tokio::task::spawn_blocking(move || {
-            let diff = commit::run_diff(&state, &id, STAT_LIMITS);
-            let kept = commit::kept_runs(&state)
-                .into_iter()
-                .find(|k| k.run_id == id);
-            let Some(kept) = kept else {
-                return Err(LibApplyError::Gone(id));
-            };
-            let workspace = kept.workspace;
-            match diff {
+            match keeper.diff(&state, &id, STAT_LIMITS) {
+                Err(commit::DiffError::NotFound(_)) => {
+                    return Err(KeeperApplyError::Gone(id));
+                }
+                Ok(d) if d.source != commit::DiffSource::Kept => {
+                    // Committed (or undone) already: its journal, not a kept run.
+                    return Err(KeeperApplyError::Gone(id));
+                }
                 Ok(d) if !d.complete => {
                     return Ok(Err(format!(
                         "the run is too large to check for protected paths ({})",
@@ -163,8 +163,7 @@ impl Engine {
                 Ok(_) => {}
                 Err(e) => return Ok(Err(format!("cannot read the run: {e}"))),
             }
-            commit::apply(&state, &id, &commit::CommitConfig::default())
-                .map(|report| Ok((report, workspace)))
+            keeper.apply(&state, &id).map(Ok)
         })
         .await
         .map_err(|e| ApplyError::Refused(format!("the apply thread failed: {e}")))?;
@@ -194,7 +193,7 @@ impl Engine {
                 self.store.append(refused(why.clone())).await?;
                 return Err(ApplyError::Refused(why));
             }
-            Err(LibApplyError::Gone(_)) => {
+            Err(KeeperApplyError::Gone(_)) => {
                 let why = format!(
                     "run {run_id} is not kept: it was committed, already applied, never kept \
                      (killed, timed out, conflicted), or pruned (`[sandbox] keep_rolled_back_secs`)"
@@ -202,8 +201,7 @@ impl Engine {
                 self.store.append(refused(why.clone())).await?;
                 return Err(ApplyError::Gone(why));
             }
-            Err(LibApplyError::Commit(e)) => {
-                let why = e.to_string();
+            Err(KeeperApplyError::NotCommitted(why)) => {
                 self.store.append(refused(why.clone())).await?;
                 return Err(ApplyError::Refused(why));
             }

@@ -562,35 +562,20 @@ impl Runs {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
             + ttl.as_secs();
-        let run_id = kept.run_id().to_owned();
-        let state_dir = self.state_dir.clone();
         let (bytes, limits) = (self.config.keep_rolled_back_bytes, self.journal);
-        if self.keeper.through_helper() {
-            // System mode: the kept upper holds the agent's files, which the daemon can neither
-            // diff reliably (overlay markers need CAP_SYS_ADMIN) nor prune; the helper discards
-            // it, as before runs were kept (not built yet: diff and apply through the helper).
-            let _ = tokio::task::spawn_blocking(move || kept.discard()).await;
-            return None;
-        }
+        // Where the store's privileges are: in this process when it is root, else in the mirror
+        // helper (system mode: the kept upper holds the agent's files and overlay markers).
+        let keeper = self.keeper.clone();
         let _one_at_a_time = self.undo_lock.lock().await;
         tokio::task::spawn_blocking(move || {
-            if kept.keep_for(ttl).is_err() {
-                return None;
+            match keeper.keep(kept, ttl.as_secs(), bytes, &limits, stat) {
+                Ok(Some(stat)) => Some(Kept { until_secs, stat }),
+                Ok(None) => None,
+                Err(why) => {
+                    eprintln!("cmdgate: keeping a rolled-back run: {why}");
+                    None
+                }
             }
-            commit::prune(&state_dir, &limits);
-            let dropped = commit::prune_kept(&state_dir, bytes);
-            if dropped.contains(&run_id) {
-                return None;
-            }
-            let stat = stat.then(|| {
-                commit::run_diff(&state_dir, &run_id, crate::engine::apply::STAT_LIMITS)
-                    .ok()
-                    .map(|d| d.stat)
-            });
-            Some(Kept {
-                until_secs,
-                stat: stat.flatten(),
-            })
         })
         .await
         .ok()
