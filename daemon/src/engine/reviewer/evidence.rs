@@ -23,8 +23,11 @@ pub const MAX_INPUT_STRING: usize = 2000;
 pub const MAX_CANDIDATES: usize = 8;
 /// ... within this many bytes.
 pub const MAX_CANDIDATE_BYTES: usize = 8 * 1024;
-/// At most this many session rules.
+/// At most this many session rules ...
 pub const MAX_SESSION_RULES: usize = 50;
+/// ... within this many bytes (each rule's strings cut to [`MAX_INPUT_STRING`] characters first;
+/// the newest are kept).
+pub const MAX_SESSION_RULE_BYTES: usize = 16 * 1024;
 
 /// Executables whose first word says nothing about what runs: never a candidate prefix. Shells
 /// (also the ones whose grammar the analyser does not parse), every wrapper the analyser peels
@@ -274,11 +277,23 @@ pub fn render_prefix(turn: &TurnEvidence) -> String {
             "older_turns_left_out": turn.user_turns.left_out,
         }),
     ));
+    let mut rules = Vec::new();
+    let mut bytes = 0;
+    for r in turn.session_rules.iter().take(MAX_SESSION_RULES) {
+        let v = bound_value(&serde_json::to_value(r).unwrap_or(Value::Null), 0);
+        let size = v.to_string().len();
+        if bytes + size > MAX_SESSION_RULE_BYTES {
+            break;
+        }
+        bytes += size;
+        rules.push(v);
+    }
     out.push_str(&block(
         "session_rules",
         &json!({
             "about": "decisions a person made in this session (and its parent session), newest first",
-            "rules": turn.session_rules.iter().take(MAX_SESSION_RULES).collect::<Vec<_>>(),
+            "rules": rules,
+            "older_rules_left_out": turn.session_rules.len() - rules.len(),
         }),
     ));
     out
@@ -619,6 +634,40 @@ mod tests {
             .map(|c| serde_json::to_string(c).unwrap().len())
             .sum();
         assert!(bytes <= MAX_CANDIDATE_BYTES);
+    }
+
+    #[test]
+    fn session_rules_are_bounded_newest_first() {
+        let turn = TurnEvidence {
+            user_turns: UserTurns::default(),
+            session_rules: (0..MAX_SESSION_RULES)
+                .map(|i| SessionRule {
+                    id: format!("audit #{i}"),
+                    decision: "approved".into(),
+                    command: format!("git push {i} {}", "y".repeat(5000)),
+                    note: Some("n".repeat(1500)),
+                    agent: None,
+                })
+                .collect(),
+        };
+        let text = render_prefix(&turn);
+        let rules = text
+            .split("<evidence name=\"session_rules\">")
+            .nth(1)
+            .unwrap();
+        assert!(
+            rules.len() < MAX_SESSION_RULE_BYTES + 2048,
+            "{}",
+            rules.len()
+        );
+        assert!(rules.contains("audit #0") && !rules.contains("audit #49"));
+        assert!(rules.contains("more characters left out"));
+        assert!(!rules.contains(&"y".repeat(2001)));
+        let json: Value =
+            serde_json::from_str(rules.split("\n</evidence>").next().unwrap()).unwrap();
+        let kept = json["rules"].as_array().unwrap().len();
+        assert_eq!(kept, 4, "about 3.6 KiB each");
+        assert_eq!(json["older_rules_left_out"], MAX_SESSION_RULES - kept);
     }
 
     fn evidence(input: Value) -> CallEvidence {
