@@ -67,6 +67,16 @@ pub struct ClaudeRun {
     pub result: Value,
 }
 
+/// What [`Session::run_prompting`] saw.
+#[derive(Debug)]
+pub struct PromptedRun {
+    /// Every `can_use_tool` request: Claude Code's permission prompt (`tool_name`, `input`,
+    /// `decision_reason`, `decision_reason_type`: `hook` when a hook's `ask` raised it, …).
+    pub prompts: Vec<Value>,
+    /// The final `type: "result"` message.
+    pub result: Value,
+}
+
 impl ClaudeRun {
     /// How many calls Claude Code reported as denied (`permission_denials`).
     pub fn denials(&self) -> usize {
@@ -137,10 +147,105 @@ impl Session {
 
     /// [`Session::run`] with extra CLI arguments (`--permission-mode bypassPermissions`, ...).
     pub fn run_with(&self, api: &FakeApi, prompt: &str, args: &[&str]) -> ClaudeRun {
+        let mut cmd = self.command(api);
+        cmd.args(["-p", prompt, "--output-format", "json"])
+            .args(args);
+        let done = run_bounded(&mut cmd, b"", RUN_BOUND);
+        let result = done
+            .stdout_text()
+            .lines()
+            .rev()
+            .find_map(|l| serde_json::from_str::<Value>(l).ok())
+            .unwrap_or(Value::Null);
+        ClaudeRun { done, result }
+    }
+
+    /// Runs `claude -p` with stream-json input and output and `--permission-prompt-tool stdio`:
+    /// Claude Code's permission prompt comes to the test as `can_use_tool` control requests (as to
+    /// an Agent SDK host, the programmatic form of the prompt a person answers), each answered
+    /// allow when `answer(request)` says so, else deny. Fails the test unless the CLI reports a
+    /// result and exits 0 within [`RUN_BOUND`].
+    pub fn run_prompting(
+        &self,
+        api: &FakeApi,
+        prompt: &str,
+        mut answer: impl FnMut(&Value) -> bool,
+    ) -> PromptedRun {
+        use std::io::{BufRead, BufReader, Write};
+        use std::process::Stdio;
+        let mut cmd = self.command(api);
+        cmd.args([
+            "-p",
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-prompt-tool",
+            "stdio",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn claude");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let user = json!({"type": "user", "message": {"role": "user", "content": prompt}});
+        writeln!(stdin, "{user}").expect("write the prompt");
+        let started = std::time::Instant::now();
+        let mut prompts = Vec::new();
+        let mut seen = Vec::new();
+        let result = loop {
+            let left = RUN_BOUND.saturating_sub(started.elapsed());
+            let line = match rx.recv_timeout(left) {
+                Ok(line) => line,
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "claude gave no result ({e:?}); it printed:\n{}",
+                        seen.join("\n")
+                    );
+                }
+            };
+            seen.push(line.clone());
+            let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if msg["type"] == "control_request" && msg["request"]["subtype"] == "can_use_tool" {
+                let request = &msg["request"];
+                let response = if answer(request) {
+                    json!({"behavior": "allow", "updatedInput": request["input"]})
+                } else {
+                    json!({"behavior": "deny", "message": "the person at the prompt said no"})
+                };
+                let reply = json!({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": msg["request_id"], "response": response}});
+                writeln!(stdin, "{reply}").expect("answer the prompt");
+                prompts.push(request.clone());
+            } else if msg["type"] == "result" {
+                break msg;
+            }
+        };
+        drop(stdin);
+        let status = child.wait().expect("wait for claude");
+        assert!(status.success(), "claude exited {status:?}");
+        PromptedRun { prompts, result }
+    }
+
+    /// The CLI in the workspace, with the session's environment, pointed at `api`.
+    fn command(&self, api: &FakeApi) -> Command {
         let mut cmd = Command::new(claude_bin());
         cmd.current_dir(self.workspace())
-            .args(["-p", prompt, "--output-format", "json"])
-            .args(args)
             .env_clear()
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", self.home())
@@ -154,14 +259,7 @@ impl Session {
             // Running as root: the CLI refuses some modes as root unless it is told it is sandboxed.
             .env("IS_SANDBOX", "1")
             .envs(self.env.iter().map(|(k, v)| (k, v)));
-        let done = run_bounded(&mut cmd, b"", RUN_BOUND);
-        let result = done
-            .stdout_text()
-            .lines()
-            .rev()
-            .find_map(|l| serde_json::from_str::<Value>(l).ok())
-            .unwrap_or(Value::Null);
-        ClaudeRun { done, result }
+        cmd
     }
 }
 

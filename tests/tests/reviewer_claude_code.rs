@@ -2,8 +2,10 @@
 //! installed by `cmdgate hook install`, a real `cmdgated` whose reviewer is a local fake provider:
 //! a tier-2 command the reviewer allows once runs, and the same command in a new call is asked
 //! again; the user's own prompt reaches the reviewer from Claude Code's real transcript; a reviewer
-//! "ask" is Claude Code's prompt (a denial under `claude -p`) or, in background mode, a pending
-//! approval whose operator note the model reads in its next request.
+//! "ask" is Claude Code's permission prompt with the reviewer's words (answered by the test as an
+//! SDK host; a denial under plain `claude -p`) or, in background mode, a pending approval whose
+//! operator note the model reads in its next request; a subagent's call sees the parent session's
+//! rules.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -161,6 +163,51 @@ fn a_reviewer_ask_is_claude_codes_prompt_interactively() {
 }
 
 #[test]
+fn a_reviewer_ask_is_claude_codes_permission_prompt_which_the_person_answers() {
+    const SAID: &str = "REVIEWER-9d: the user did not mention resets";
+    let fake = FakeReviewer::start(|_| Reply::Decision("ask", SAID.into()), vec![KEY.into()]);
+    let (gate, session) = world(&fake, "");
+    let cmd = "git reset -q --soft HEAD";
+    let api = FakeApi::start(vec![Step::bash(cmd), Step::bash(cmd)]);
+    // The person at Claude Code's prompt allows the first call and refuses the second.
+    let mut answers = [true, false].into_iter();
+    let run = session.run_prompting(&api, PROMPT, |_| answers.next().unwrap_or(false));
+    println!(
+        "prompts: {:?}\ntool results:\n{}",
+        run.prompts,
+        api.transcript()
+    );
+    assert_eq!(run.result["subtype"], "success", "{}", run.result);
+    assert_eq!(run.prompts.len(), 2, "one prompt per call");
+    for p in &run.prompts {
+        assert_eq!(p["tool_name"], "Bash", "{p}");
+        assert_eq!(p["input"]["command"], cmd, "{p}");
+        assert_eq!(
+            p["decision_reason_type"], "hook",
+            "the hook's ask raised it: {p}"
+        );
+        let reason = p["decision_reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.contains(SAID),
+            "the reviewer's words are in the prompt: {p}"
+        );
+    }
+    assert!(!api.result_of(0).expect("the allowed call").is_error);
+    let refused = api.result_of(1).expect("the refused call");
+    assert!(refused.is_error, "{}", refused.content);
+    assert_eq!(resets(&session), 2, "only the call the person allowed ran");
+    // Each call was the reviewer's question first, then the person's.
+    assert_eq!(fake.received().len(), 2);
+    let reviewer_rows: Vec<Value> = gate
+        .audit("decision")
+        .into_iter()
+        .filter(|r| r["source"] == "reviewer")
+        .collect();
+    assert_eq!(reviewer_rows.len(), 2, "{reviewer_rows:?}");
+    assert!(reviewer_rows.iter().all(|r| r["decision"] == "ask"));
+}
+
+#[test]
 fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_reads() {
     let fake = FakeReviewer::start(
         |_| Reply::Decision("ask", "unsure".into()),
@@ -268,6 +315,8 @@ fn a_subagents_call_sees_the_parent_sessions_rules() {
         (rows[1]["decision"].as_str(), rows[1]["source"].as_str()),
         (Some("allow"), Some("reviewer"))
     );
+    // docs/reviewer.md quotes this line (a real transcript, one session rule with a note).
+    println!("reviewer call: {}", rows[1]["note"]);
     // What the reviewer received: for the parent's call no rules yet; for the subagent's call the
     // person's note from the parent session, and the subagent named.
     let questions = fake.received();

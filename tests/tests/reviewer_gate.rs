@@ -595,6 +595,8 @@ fn try_shows_the_saved_rule_candidates_bounded_and_never_for_shells() {
         })
         .collect();
     let tried = cli_with_key(&g, &["reviewer", "try", "--json", "--", ASKS]);
+    // docs/reviewer.md quotes these (the fakes' counting) with 8 short candidates ...
+    println!("try with 8 candidates: usage {}", tried["usage"]);
     let rules: Vec<String> = tried["candidates"]
         .as_array()
         .unwrap()
@@ -614,6 +616,8 @@ fn try_shows_the_saved_rule_candidates_bounded_and_never_for_shells() {
         );
     }
     let tried = cli_with_key(&g, &["reviewer", "try", "--json", "--", ASKS]);
+    // ... and with candidates near the 8 KiB bound.
+    println!("try with long candidates: usage {}", tried["usage"]);
     let candidates = tried["candidates"].as_array().unwrap();
     assert_eq!(
         candidates.len(),
