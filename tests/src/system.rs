@@ -632,6 +632,62 @@ impl System {
         self.as_user(user, &[], &["sh", "-c", &script], b"")
     }
 
+    /// Runs the real Claude Code CLI (`claude -p PROMPT --output-format json`) as `agent` in its
+    /// project against `api`, with `managed` bind-mounted on `/etc/claude-code` in a mount
+    /// namespace of its own (over an overlay of `/etc`, so the host's `/etc` is never written):
+    /// the CLI sees root-owned managed settings at the path a real machine has them, and no other
+    /// test (or other CLI on this machine) sees them. `env` is added to the CLI's environment.
+    pub fn claude_as(
+        &self,
+        agent: &User,
+        managed: &Path,
+        api: &crate::fake_api::FakeApi,
+        prompt: &str,
+        env: &[(&str, &str)],
+    ) -> Finished {
+        let run_dir = agent.home.join("run");
+        let done = self.as_user(agent, &[], &["mkdir", "-p", run_dir.to_str().unwrap()], b"");
+        assert!(done.status.success(), "{}", done.stderr_text());
+        let base_url = api.base_url();
+        let run_s = run_dir.display().to_string();
+        let mut all: Vec<(&str, &str)> = vec![
+            ("XDG_RUNTIME_DIR", &run_s),
+            ("ANTHROPIC_BASE_URL", &base_url),
+            ("ANTHROPIC_API_KEY", "dummy"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_ERROR_REPORTING", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+        ];
+        all.extend_from_slice(env);
+        let user = self.user_command(agent, &all);
+        let overlay = tempfile::Builder::new()
+            .prefix("etc-overlay-")
+            .tempdir_in(self.root.path())
+            .expect("overlay dir");
+        let (upper, work) = (overlay.path().join("u"), overlay.path().join("w"));
+        for d in [&upper, &work] {
+            std::fs::create_dir(d).expect("overlay dir");
+        }
+        // `unshare` (root) → an overlay on `/etc` → `mount --bind` → `setpriv … env -i … claude`.
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg(
+                "mount -t overlay overlay -o lowerdir=/etc,upperdir=\"$1\",workdir=\"$2\" /etc \
+                 && mkdir -p /etc/claude-code && mount --bind \"$0\" /etc/claude-code \
+                 && shift 2 && exec \"$@\"",
+            )
+            .arg(managed)
+            .arg(&upper)
+            .arg(&work)
+            .arg(user.get_program())
+            .args(user.get_args())
+            .arg(crate::claude::claude_bin())
+            .args(["-p", prompt, "--output-format", "json"])
+            .current_dir(self.proj(agent));
+        run_bounded(&mut cmd, b"", crate::claude::RUN_BOUND)
+    }
+
     /// Waits until `cond` holds (bounded).
     pub fn wait_for(&self, what: &str, mut cond: impl FnMut() -> bool) {
         let start = Instant::now();

@@ -1024,3 +1024,145 @@ fn a_rolled_back_run_is_kept_diffed_and_applied_through_the_helper() {
     let meta = std::fs::symlink_metadata(proj.join(".claude/settings.json")).unwrap();
     assert_eq!((meta.uid(), meta.gid()), (a.uid, a.gid));
 }
+
+/// `cmdgate hook install --managed --system …` into `managed` (root, as an installer runs it).
+fn install_managed(s: &System, managed: &Path, hooks_only: bool) {
+    use cmdgate_tests::proc::run_bounded;
+    let mut install = std::process::Command::new(&s.cmdgate);
+    install.args(["hook", "install", "--managed", "--managed-dir"]);
+    install
+        .arg(managed)
+        .args(["--system", "--config-dir"])
+        .arg(&s.etc);
+    install.arg("--data-dir").arg(&s.var);
+    install.arg("--socket").arg(&s.socket);
+    install.arg("--hook").arg(&s.hook).arg("--json");
+    if hooks_only {
+        install.arg("--allow-managed-hooks-only");
+    }
+    let done = run_bounded(&mut install, b"", cmdgate_tests::system::BOUND);
+    assert!(done.status.success(), "install: {}", done.stderr_text());
+}
+
+/// Audit rows of the daemon for the fake API's tool call of turn `turn`.
+fn rows_for_call(s: &System, turn: usize) -> Vec<Value> {
+    let id = cmdgate_tests::fake_api::tool_use_id(turn);
+    audit_rows(s)
+        .into_iter()
+        .filter(|r| r["tool_use_id"] == id.as_str())
+        .collect()
+}
+
+/// The real Claude Code CLI (the pinned version), run as the agent, with the registration in
+/// root-owned managed settings at `/etc/claude-code` (a private mount, see
+/// `System::claude_as`): the managed hook runs and the daemon decides the agent's calls. The
+/// agent's own project hook runs beside it until `allowManagedHooksOnly` is set; then the agent's
+/// rewrite of every settings file it owns (`disableAllHooks`, its own hook, an escape hatch in
+/// `env`) and a managed-settings path of its own in the CLI's environment
+/// (`CLAUDE_CODE_MANAGED_SETTINGS_PATH`) neither remove cmdgate nor run the agent's hook.
+#[test]
+fn the_real_cli_runs_the_managed_hook_and_only_it() {
+    use cmdgate_tests::fake_api::{FakeApi, Step};
+    let mut s = System::create();
+    s.start(0o660);
+    let a = s.agent1.clone();
+    let proj = s.proj(&a);
+    operator_map_to(&s, &a, &map_text(1, &["make lint"]), "rev-1.md");
+    let managed = s.root.path().join("claude-code");
+    std::fs::create_dir(&managed).unwrap();
+    chmod(&managed, 0o755);
+    install_managed(&s, &managed, false);
+
+    // The agent's own hook: a line in a marker file each time it runs.
+    let marker = a.home.join("agent-hook-ran");
+    let agent_settings = |extra: &str| {
+        format!(
+            "{{{extra}\"hooks\": {{\"PreToolUse\": [{{\"matcher\": \"*\", \"hooks\": \
+             [{{\"type\": \"command\", \"command\": \"echo ran >> {m}\"}}]}}]}}}}",
+            m = marker.display()
+        )
+    };
+    let write_as_agent = |path: &Path, text: &str| {
+        let done = s.as_user(
+            &a,
+            &[],
+            &[
+                "sh",
+                "-c",
+                &format!(
+                    "mkdir -p \"$(dirname {p})\" && cat > {p}",
+                    p = path.display()
+                ),
+            ],
+            text.as_bytes(),
+        );
+        assert!(done.status.success(), "{}", done.stderr_text());
+    };
+    write_as_agent(&proj.join(".claude/settings.json"), &agent_settings(""));
+
+    // A read the map allows (the hook allows it itself), then an `rm` the daemon refuses here.
+    let play = |env: &[(&str, &str)]| {
+        let api = FakeApi::start(vec![Step::bash("make lint"), Step::bash("rm tracked.txt")]);
+        let done = s.claude_as(&a, &managed, &api, "tidy up", env);
+        println!(
+            "claude: {}\nstdout: {}\nstderr: {}\ntool results:\n{}",
+            done.status,
+            done.stdout_text(),
+            done.stderr_text(),
+            api.transcript()
+        );
+        assert!(done.status.success(), "claude failed; log:\n{}", s.log());
+        let rm = api.result_of(1).expect("a result for the rm");
+        assert!(
+            rm.is_error && rm.content.contains("cmdgate denied `rm tracked.txt`"),
+            "cmdgate did not decide the rm: {rm:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(proj.join("tracked.txt")).unwrap(),
+            "precious\n"
+        );
+    };
+
+    // Both hooks run: cmdgate's from the managed settings (the daemon decided the rm), the
+    // agent's from its project (the control: the CLI reads that file and runs its hooks).
+    play(&[]);
+    assert_eq!(rows_for_call(&s, 1).len(), 1, "{:?}", audit_rows(&s));
+    s.wait_for("the hook's allow of `make lint` in the audit", || {
+        rows_for_call(&s, 0)
+            .iter()
+            .any(|r| r["kind"] == "local_allow")
+    });
+    assert!(marker.exists(), "the project's hook did not run");
+
+    // allowManagedHooksOnly, then the agent rewrites everything it owns.
+    install_managed(&s, &managed, true);
+    std::fs::remove_file(&marker).unwrap();
+    let hatch =
+        "\"env\": {\"CMDGATE_ESCAPE_HATCH\": \"agent says so\"}, \"disableAllHooks\": true, ";
+    write_as_agent(&proj.join(".claude/settings.json"), &agent_settings(hatch));
+    write_as_agent(
+        &proj.join(".claude/settings.local.json"),
+        &agent_settings(hatch),
+    );
+    write_as_agent(
+        &a.home.join(".claude/settings.json"),
+        &agent_settings(hatch),
+    );
+    let own = a.home.join("own-managed");
+    write_as_agent(
+        &own.join("managed-settings.json"),
+        "{\"disableAllHooks\": true}",
+    );
+    let own_s = own.display().to_string();
+    play(&[("CLAUDE_CODE_MANAGED_SETTINGS_PATH", &own_s)]);
+    assert_eq!(
+        rows_for_call(&s, 1).len(),
+        2,
+        "cmdgate did not decide the second rm: {:?}",
+        audit_rows(&s)
+    );
+    assert!(
+        !marker.exists(),
+        "the agent's hook ran despite allowManagedHooksOnly"
+    );
+}
