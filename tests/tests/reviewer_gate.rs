@@ -221,6 +221,33 @@ fn the_reviewer_never_sees_what_the_policy_decides_nor_secrets() {
         assert_ne!(d, "ask", "{cmd}: {reason}");
         assert!(!reason.contains("model reviewer"), "{cmd}: {reason}");
     }
+    // A remembered rejection, and a project with no valid map (read-only), deny first.
+    let rejected = "git push -q origin HEAD:refs/heads/rejected";
+    let done = g.cli(&[
+        "rules",
+        "remember",
+        "reject",
+        "--project",
+        g.proj.to_str().unwrap(),
+        "--note",
+        "never this branch",
+        "--",
+        rejected,
+    ]);
+    assert!(done.status.success(), "{}", done.stderr_text());
+    let (d, reason) = g.pre("rv-rejected", rejected);
+    assert_eq!(d, "deny", "{reason}");
+    let unmapped = g.dir.path().join("proj-unmapped");
+    std::fs::create_dir_all(&unmapped).unwrap();
+    let init = Command::new("git")
+        .args(["init", "-q", "."])
+        .current_dir(&unmapped)
+        .output()
+        .unwrap();
+    assert!(init.status.success());
+    let (d, reason) = g.pre_in(&unmapped, "rv-readonly", ASKS);
+    assert_eq!(d, "deny", "{reason}");
+    assert!(fake.received().is_empty(), "the reviewer was asked");
     // A tier-2 call carrying a secret: the reviewer sees it redacted.
     let (d, reason) = g.pre(
         "rv-secret",
@@ -754,4 +781,80 @@ fn eval_replays_a_real_exports_person_decided_calls() {
         lines[4].starts_with("agreed on 2 of 5; allowed 1 a person denied; latency p50 "),
         "{text}"
     );
+}
+
+#[test]
+fn a_failed_test_run_is_reviewed_with_the_mirror_runs_report() {
+    let fake = answering("deny", "an endless sleep was not requested");
+    let g = gate(&fake, "[sandbox]\ntimeout_ms = 1000\n");
+    // `python3 -c *` is test-run in the mirror first (a `direct` entry); this one never ends
+    // there, so the test-run fails and the policy asks a person: the reviewer's question.
+    let map = g.proj.join("CLAUDE_CMDS.md");
+    let text = std::fs::read_to_string(&map).unwrap();
+    let text = text.replacen(
+        "- `cargo build *`",
+        "- `python3 -c *` — direct\n- `cargo build *`",
+        1,
+    );
+    std::fs::write(&map, text).unwrap();
+    g.resign();
+    let (d, reason) = g.pre("rv-testrun", "python3 -c 'import time; time.sleep(600)'");
+    assert_eq!(d, "deny", "{reason}");
+    assert!(
+        reason.contains("an endless sleep was not requested"),
+        "{reason}"
+    );
+    let rows = decisions(&g, "rv-testrun");
+    assert_eq!(
+        (rows[0]["decision"].as_str(), rows[0]["source"].as_str()),
+        (Some("ask"), Some("sandbox")),
+        "{rows:?}"
+    );
+    let seen = &fake.received()[0].text;
+    let report = seen
+        .split("<evidence name=\"mirror_run\">")
+        .nth(1)
+        .expect("the mirror run's report is in the evidence");
+    let report = report.split("</evidence>").next().unwrap();
+    println!("the mirror run as the reviewer saw it: {report}");
+    assert!(
+        report.contains("\"timed_out\": true") || report.contains("\"verdict\": \"failed\""),
+        "{report}"
+    );
+}
+
+#[test]
+fn unknown_tools_and_secret_reads_are_reviewed_without_the_secret() {
+    let fake = answering("ask", "a person should look");
+    let g = gate(&fake, "");
+    std::fs::write(g.proj.join(".env"), format!("AWS_ACCESS_KEY_ID={SECRET}\n")).unwrap();
+    let env_file = g.proj.join(".env");
+    for (id, tool, input) in [
+        (
+            "rv-mcp",
+            "mcp__deploy__release",
+            json!({"target": "staging"}),
+        ),
+        ("rv-env", "Read", json!({"file_path": env_file})),
+    ] {
+        let (d, reason) = g.pre_tool(id, tool, input);
+        assert_eq!(d, "ask", "{tool}: {reason}");
+        assert!(reason.contains("a person should look"), "{tool}: {reason}");
+    }
+    let asked: Vec<String> = fake
+        .received()
+        .iter()
+        .map(|r| {
+            let call = r
+                .text
+                .split("<evidence name=\"tool_call\">")
+                .nth(1)
+                .unwrap();
+            call.split("</evidence>").next().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert!(asked[0].contains("mcp__deploy__release") && asked[0].contains("staging"));
+    assert!(asked[1].contains("\"Read\"") && asked[1].contains(".env"));
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
