@@ -46,6 +46,16 @@ fn resets(session: &Session) -> usize {
 /// A thread that waits (bounded) for the first pending approval, checks that the reviewer's words
 /// `said` are in its reason, and approves it with `note` through `cmdgate approve`.
 fn approve_first_pending(gate: &Gate, note: &str, said: &str) -> std::thread::JoinHandle<()> {
+    answer_first_pending(gate, "approve", note, said)
+}
+
+/// [`approve_first_pending`] with the answer `verb` (`approve` or `reject`).
+fn answer_first_pending(
+    gate: &Gate,
+    verb: &'static str,
+    note: &str,
+    said: &str,
+) -> std::thread::JoinHandle<()> {
     let cmdgate = gate.cmdgate.clone();
     let mut env_cmd = Command::new(&gate.cmdgate);
     gate.env(&mut env_cmd);
@@ -70,7 +80,7 @@ fn approve_first_pending(gate: &Gate, note: &str, said: &str) -> std::thread::Jo
                     "{p}"
                 );
                 let done = Command::new(&cmdgate)
-                    .args(["approve", &id, "--note", &note])
+                    .args([verb, &id, "--note", &note])
                     .envs(envs.clone())
                     .output()
                     .unwrap();
@@ -235,6 +245,37 @@ fn a_reviewer_ask_in_background_waits_for_the_operator_whose_note_the_model_read
         last.contains("NOTE-7f3a"),
         "the note is not in the model's next request"
     );
+}
+
+#[test]
+fn a_rejection_note_reaches_the_model_with_the_denial() {
+    let fake = FakeReviewer::start(
+        |_| Reply::Decision("ask", "unsure".into()),
+        vec![KEY.into()],
+    );
+    let (gate, mut session) = world(
+        &fake,
+        "[approvals]\nmode = \"background\"\nwait_ms = 120000\n",
+    );
+    session.set_env("CMDGATE_HOOK_DEADLINE_MS", "150000");
+    let api = FakeApi::start(vec![
+        Step::bash("git reset -q --soft HEAD"),
+        Step::Text("ok".into()),
+    ]);
+    let note = "NOTE-e41b: no resets today, ask me tomorrow";
+    let rejecter = answer_first_pending(&gate, "reject", note, "unsure");
+    let run = session.run(&api, PROMPT);
+    rejecter.join().unwrap();
+    println!("tool results:\n{}", api.transcript());
+    assert!(run.done.status.success(), "{}", run.done.stderr_text());
+    let r = api.result_of(0).expect("a result for the rejected call");
+    assert!(r.is_error, "{}", r.content);
+    assert!(
+        r.content.contains(note),
+        "the note is in the model's next request: {}",
+        r.content
+    );
+    assert_eq!(resets(&session), 1, "nothing ran");
 }
 
 #[test]
