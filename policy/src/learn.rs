@@ -10,6 +10,7 @@
 //! pattern and test-run options of each part): a tier map revision that reclassifies it resets a
 //! candidate's progress and demotes a promoted entry; a revision that does not leaves it alone.
 
+pub mod accept;
 pub mod host;
 
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,10 @@ pub struct PromotionConfig {
     /// The evidence window, in ms: a command that has not earned its promotion within this long of
     /// its first piece of evidence starts again (old clean runs say little about today's command).
     pub window_ms: u64,
+    /// The operator's acceptance ([`accept`]): dirty runs of one command with one effect
+    /// signature that a person applied this many times (within `window_ms`) commit without
+    /// asking from then on. Zero switches it off.
+    pub accept_k: u32,
 }
 
 /// Seven days.
@@ -64,6 +69,7 @@ impl Default for PromotionConfig {
         PromotionConfig {
             k: 3,
             window_ms: DEFAULT_WINDOW_MS,
+            accept_k: 3,
         }
     }
 }
@@ -136,6 +142,10 @@ pub struct Record {
     /// When the evidence since the last reset began (`None`: none yet).
     #[serde(default)]
     pub since: Option<UnixMillis>,
+    /// The operator's acceptance of the command's dirty runs, by effect signature ([`accept`]):
+    /// counted under the same classification, cleared when it changes.
+    #[serde(default, skip_serializing_if = "accept::Acceptances::is_empty")]
+    pub acceptance: accept::Acceptances,
 }
 
 impl Default for Record {
@@ -147,6 +157,7 @@ impl Default for Record {
             provenance: Vec::new(),
             classification: None,
             since: None,
+            acceptance: accept::Acceptances::default(),
         }
     }
 }
@@ -175,6 +186,8 @@ impl Record {
                 .is_some_and(|old| old != current);
             self.classification = Some(current.to_owned());
             if changed {
+                // What a person accepted was accepted for the command as classified then.
+                self.acceptance = accept::Acceptances::default();
                 let id = match event {
                     LearnEvent::CleanTestRun(id)
                     | LearnEvent::DirtyTestRun(id)
@@ -307,6 +320,7 @@ mod tests {
         let config = PromotionConfig {
             k: 2,
             window_ms: 1000,
+            ..PromotionConfig::default()
         };
         let mut r = Record::default();
         let at = |ms| UnixMillis(ms);
@@ -549,6 +563,34 @@ mod tests {
         assert_eq!(c.clean_runs, vec![3]);
         assert!(c.successes.is_empty());
         assert_eq!(c.classification.as_deref(), Some("sandbox `make *`"));
+    }
+
+    #[test]
+    fn a_reclassification_clears_the_acceptance_and_a_dirty_run_does_not() {
+        use accept::{Change, Refused, Signature};
+        let config = PromotionConfig::default();
+        let sig = Signature::of(
+            &[Refused::Change {
+                change: Change::Modified,
+                path: "gen.rs".into(),
+                to: None,
+            }],
+            |_| false,
+        )
+        .unwrap();
+        let mut r = Record::default();
+        let _ = r.apply(DirtyTestRun(1), ctx("unknown"), &config, NOW);
+        for id in 2..5 {
+            let _ = r
+                .acceptance
+                .applied(sig.clone(), id, config.accept_k, config.window_ms, NOW);
+        }
+        assert!(r.acceptance.accepts(&sig, config.accept_k).is_some());
+        // A dirty run under the same classification resets learning, not the acceptance.
+        let _ = r.apply(DirtyTestRun(5), ctx("unknown"), &config, NOW);
+        assert!(r.acceptance.accepts(&sig, config.accept_k).is_some());
+        let _ = r.apply(Reclassified(6), ctx("sandbox `gen *`"), &config, NOW);
+        assert!(r.acceptance.is_empty());
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub struct TestRun {
     pub clean: bool,
     /// Why it is not clean (empty when clean); each names the rule and the effect.
     pub why: Vec<String>,
+    /// `why` as data, one per reason in the same order: the rule and the effect's index in
+    /// `effects` (what the operator's acceptance may learn: `verdict::Rule::TrackedChange`).
+    #[serde(default)]
+    pub refusals: Vec<crate::verdict::Refusal>,
 }
 
 /// Which mirrored tree an effect is in.

@@ -259,7 +259,7 @@ pub(crate) fn judge(config: &RunConfig, raw: RawRun, mirrored: bool) -> TestRun 
     } else {
         tracked::query(&config.workspace, &check, GIT_TIMEOUT)
     };
-    let why = verdict::judge(
+    let (refusals, why): (Vec<_>, Vec<_>) = verdict::judge_each(
         &Outcome {
             exit: raw.exit,
             signal: raw.signal,
@@ -269,7 +269,9 @@ pub(crate) fn judge(config: &RunConfig, raw: RawRun, mirrored: bool) -> TestRun 
         },
         config,
         &tracked,
-    );
+    )
+    .into_iter()
+    .unzip();
     TestRun {
         exit: raw.exit,
         signal: raw.signal,
@@ -281,6 +283,7 @@ pub(crate) fn judge(config: &RunConfig, raw: RawRun, mirrored: bool) -> TestRun 
         effects: raw.effects,
         clean: why.is_empty(),
         why,
+        refusals,
     }
 }
 

@@ -3,6 +3,7 @@
 use crate::config::RunConfig;
 use crate::model::{Area, Effect};
 use crate::tracked::Tracked;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// What the command did, before judging.
@@ -84,25 +85,42 @@ fn under_extra(cfg: &RunConfig, abs: &Path) -> bool {
 
 /// Every reason the run is not clean; empty means clean.
 pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<String> {
+    judge_each(outcome, cfg, tracked)
+        .into_iter()
+        .map(|(_, why)| why)
+        .collect()
+}
+
+/// [`judge`] with each reason's rule and effect (for the operator's acceptance, which may only
+/// learn changes to pre-existing workspace files: `Refusal`).
+pub fn judge_each(
+    outcome: &Outcome<'_>,
+    cfg: &RunConfig,
+    tracked: &Tracked,
+) -> Vec<(Refusal, String)> {
     let mut why = Vec::new();
+    let whole = |rule| Refusal { rule, effect: None };
     if outcome.timed_out {
-        why.push(format!(
-            "timed out after {} s (everything in the run was killed)",
-            cfg.limits.timeout.as_secs_f64()
+        why.push((
+            whole(Rule::TimedOut),
+            format!(
+                "timed out after {} s (everything in the run was killed)",
+                cfg.limits.timeout.as_secs_f64()
+            ),
         ));
     }
     if !outcome.mirrored {
         if let Some(sig) = outcome.signal {
-            why.push(format!("killed by signal {sig}"));
+            why.push((whole(Rule::ExitStatus), format!("killed by signal {sig}")));
         }
         match outcome.exit {
             Some(0) => {}
-            Some(code) => why.push(format!("exit status {code}")),
+            Some(code) => why.push((whole(Rule::ExitStatus), format!("exit status {code}"))),
             None if outcome.timed_out || outcome.signal.is_some() => {}
-            None => why.push("no exit status".into()),
+            None => why.push((whole(Rule::ExitStatus), "no exit status".into())),
         }
     }
-    for e in outcome.effects {
+    for (i, e) in outcome.effects.iter().enumerate() {
         if outcome.mirrored
             && e.location()
                 .is_some_and(|(area, _)| matches!(area, Area::Scratch | Area::Home))
@@ -110,25 +128,58 @@ pub fn judge(outcome: &Outcome<'_>, cfg: &RunConfig, tracked: &Tracked) -> Vec<S
             continue;
         }
         let reason = match e {
-            Effect::LimitHit { .. } => Some("over a limit"),
-            Effect::BackgroundProcess { .. } => Some("left a background process"),
-            Effect::Network { allowed: false, .. } => Some("network attempted"),
+            Effect::LimitHit { .. } => Some((Rule::Other, "over a limit")),
+            Effect::BackgroundProcess { .. } => Some((Rule::Other, "left a background process")),
+            Effect::Network { allowed: false, .. } => Some((Rule::Other, "network attempted")),
             Effect::Network { allowed: true, .. } => None,
-            Effect::Blocked { .. } => Some("refused by the syscall filter"),
-            Effect::ReadOnlyWrite { .. } => Some("tried to write outside the writable trees"),
+            Effect::Blocked { .. } => Some((Rule::Other, "refused by the syscall filter")),
+            Effect::ReadOnlyWrite { .. } => {
+                Some((Rule::Other, "tried to write outside the writable trees"))
+            }
             // The mask answered it (an empty file or directory): opaque code that tries to read
             // a secret simply finds nothing. Named in the audit, never a reason to roll back.
             Effect::MaskedOpen { .. } => None,
             _ => fs_reason(e, cfg, tracked),
         };
-        if let Some(reason) = reason {
-            why.push(format!("{reason}: {e}"));
+        if let Some((rule, reason)) = reason {
+            why.push((
+                Refusal {
+                    rule,
+                    effect: Some(i),
+                },
+                format!("{reason}: {e}"),
+            ));
         }
     }
     why
 }
 
-fn fs_reason(e: &Effect, cfg: &RunConfig, tracked: &Tracked) -> Option<&'static str> {
+/// Which rule of "clean" a reason broke, as far as the operator's acceptance cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// A pre-existing workspace file tracked by git changed (the only rule an operator's
+    /// acceptance may learn).
+    TrackedChange,
+    /// A protected path (tier map, `.claude/`, git internals) was touched.
+    Protected,
+    /// The run timed out.
+    TimedOut,
+    /// The exit status of a test-run (never of a mirrored run).
+    ExitStatus,
+    /// Anything else: tracked status unknown, network, syscalls, limits, background processes,
+    /// writes outside the workspace.
+    Other,
+}
+
+/// One reason a run is not clean: its rule and the effect (an index into the run's effects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    pub rule: Rule,
+    pub effect: Option<usize>,
+}
+
+fn fs_reason(e: &Effect, cfg: &RunConfig, tracked: &Tracked) -> Option<(Rule, &'static str)> {
     let (area, path) = e.location()?;
     match area {
         Area::Workspace => {
@@ -139,7 +190,7 @@ fn fs_reason(e: &Effect, cfg: &RunConfig, tracked: &Tracked) -> Option<&'static 
             if !cfg.allow_protected
                 && (protected(cfg, path) || from.is_some_and(|f| protected(cfg, f)))
             {
-                return Some("touched a protected path");
+                return Some((Rule::Protected, "touched a protected path"));
             }
             let check = match e {
                 Effect::Created { .. } => None,
@@ -148,18 +199,21 @@ fn fs_reason(e: &Effect, cfg: &RunConfig, tracked: &Tracked) -> Option<&'static 
             };
             match check {
                 Some(p) if !cfg.allow_tracked_changes && tracked.covers(p) => Some(match tracked {
-                    Tracked::Known(_) => "changed a file tracked by git",
-                    Tracked::Unknown(_) => "changed a pre-existing file (tracked status unknown)",
+                    Tracked::Known(_) => (Rule::TrackedChange, "changed a file tracked by git"),
+                    Tracked::Unknown(_) => (
+                        Rule::Other,
+                        "changed a pre-existing file (tracked status unknown)",
+                    ),
                 }),
                 _ => None,
             }
         }
         Area::Home => {
             let abs = cfg.home.as_deref().unwrap_or(Path::new("/")).join(path);
-            (!under_extra(cfg, &abs)).then_some("wrote outside the workspace")
+            (!under_extra(cfg, &abs)).then_some((Rule::Other, "wrote outside the workspace"))
         }
         Area::Scratch | Area::Extra => {
-            (!under_extra(cfg, path)).then_some("wrote outside the workspace")
+            (!under_extra(cfg, path)).then_some((Rule::Other, "wrote outside the workspace"))
         }
     }
 }
@@ -308,6 +362,50 @@ mod tests {
         ] {
             assert!(!judge_git(std::slice::from_ref(&e), true).is_empty(), "{e}");
         }
+    }
+
+    #[test]
+    fn each_reason_names_its_rule_and_effect() {
+        let e = [
+            created(Area::Workspace, "new.txt"),
+            modified("src/a.rs"),
+            created(Area::Workspace, ".git/hooks/pre-commit"),
+            Effect::Network {
+                target: "inet 1.1.1.1:53".into(),
+                allowed: false,
+            },
+            modified("notes.txt"),
+        ];
+        let outcome = Outcome {
+            exit: Some(3),
+            signal: None,
+            timed_out: false,
+            effects: &e,
+            mirrored: true,
+        };
+        let tracked = Tracked::Known(vec![PathBuf::from("src/a.rs")].into_iter().collect());
+        let each = judge_each(&outcome, &cfg(), &tracked);
+        let rules: Vec<(Rule, Option<usize>)> =
+            each.iter().map(|(r, _)| (r.rule, r.effect)).collect();
+        assert_eq!(
+            rules,
+            [
+                (Rule::TrackedChange, Some(1)),
+                (Rule::Protected, Some(2)),
+                (Rule::Other, Some(3)),
+            ]
+        );
+        assert_eq!(
+            each.into_iter().map(|(_, w)| w).collect::<Vec<_>>(),
+            judge(&outcome, &cfg(), &tracked)
+        );
+        // Tracked status unknown: a pre-existing file's change is never the acceptable rule.
+        let unknown = Tracked::Unknown("no git".into());
+        let each = judge_each(&outcome, &cfg(), &unknown);
+        assert!(
+            each.iter().all(|(r, _)| r.rule != Rule::TrackedChange),
+            "{each:?}"
+        );
     }
 
     #[test]

@@ -31,6 +31,37 @@ pub struct ExplainArgs {
     pub command: Vec<String>,
 }
 
+/// The operator's acceptance of the command's dirty runs (`engine/accept.rs`), from the store
+/// (read-only): accepted signatures and candidates, under the command's classification now.
+/// `null` without a store, or with acceptance off.
+fn acceptance(project: &str, key: &str, command: &str, snapshot: &Snapshot) -> serde_json::Value {
+    let Ok((config, paths)) = crate::api::serve::load(None) else {
+        return serde_json::Value::Null;
+    };
+    let k = config.promotion.accept_k;
+    if k == 0 || !paths.db.exists() {
+        return serde_json::Value::Null;
+    }
+    let record = crate::store::open_read_only(&paths.db)
+        .ok()
+        .and_then(|c| crate::store::state::learn_record(&c, project, key).ok())
+        .flatten()
+        .unwrap_or_default();
+    let class = crate::engine::learning::classification_of(command, snapshot);
+    let same = record.classification.as_deref() == Some(class.as_str());
+    let (accepted, candidates): (Vec<_>, Vec<_>) = record
+        .acceptance
+        .entries()
+        .iter()
+        .filter(|_| same)
+        .partition(|a| a.accepted.is_some());
+    json!({
+        "k": k,
+        "accepted": accepted.iter().map(|a| json!({"signature": a.signature.to_string(), "applies": a.applies})).collect::<Vec<_>>(),
+        "candidates": candidates.iter().map(|a| json!({"signature": a.signature.to_string(), "applies": a.applies.len()})).collect::<Vec<_>>(),
+    })
+}
+
 /// Runs `explain`; returns the process exit code (0 whatever the decision).
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
     let command = args.command.join(" ");
@@ -127,6 +158,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             "edit_tracked": plan.options.edit_tracked,
             "direct": plan.options.direct,
             "then": then(plan.options.direct),
+            "acceptance": acceptance(&root_s, &plan.key, &plan.command, &snapshot),
         }),
     };
     if args.json {
@@ -237,6 +269,24 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
                 },
             );
             println!("then      {}", then(plan.options.direct));
+            let a = &outcome["acceptance"];
+            if let Some(accepted) = a["accepted"].as_array() {
+                println!(
+                    "accepted  {} effect signature(s) the operator applied {} times commit \
+                     without asking ([promotion] accept_k; `cmdgate apply` counts)",
+                    accepted.len(),
+                    a["k"]
+                );
+                for sig in accepted {
+                    println!("          - {}", sig["signature"]);
+                }
+                for c in a["candidates"].as_array().into_iter().flatten() {
+                    println!(
+                        "          candidate ({} of {} applies): {}",
+                        c["applies"], a["k"], c["signature"]
+                    );
+                }
+            }
         }
     }
     Ok(())

@@ -278,6 +278,7 @@ mod tests {
             effects: vec![],
             clean: false,
             why: vec!["exit status 1".into()],
+            refusals: vec![],
         };
         let t = table("false", &run);
         assert!(t.contains("verdict    DIRTY"), "{t}");

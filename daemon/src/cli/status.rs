@@ -32,10 +32,12 @@ fn print_runs(r: &StatusRuns) {
         println!("runs           none yet (mirrored runs: `cmdgate runs`)");
     } else {
         println!(
-            "runs           {} committed, {} rolled back, {} conflict, {} failed ({} refused \
+            "runs           {} committed, {} committed by the operator's acceptance, {} rolled \
+             back, {} conflict, {} failed ({} refused \
              tickets, {} undone, {} crash recoveries at start) in the last {} run rows; {} can \
              be undone (`cmdgate runs`)",
             r.committed,
+            r.accepted,
             r.rolled_back,
             r.conflict,
             r.failed,

@@ -233,7 +233,31 @@ impl Engine {
             "include_protected": include_protected,
         }))
         .ok();
-        let row = self.store.append(entry).await?;
+        // The operator's acceptance: this apply counts towards accepting the run's signature for
+        // its command (when it has one: `engine/accept.rs`).
+        let counted = original
+            .as_ref()
+            .and_then(|o| crate::engine::accept::of_row(o.sandbox.as_deref()))
+            .zip(entry.project.clone());
+        let promotion = self.config.promotion.clone();
+        let row = self
+            .store
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                if let Some(((key, class, Some(signature)), project)) = counted {
+                    crate::engine::accept::record(
+                        c,
+                        &project,
+                        &key,
+                        Some(class.as_deref().unwrap_or_default()),
+                        crate::engine::accept::Event::Applied(signature),
+                        row.id,
+                        &promotion,
+                    )?;
+                }
+                Ok(row)
+            })
+            .await?;
         Ok(Applied {
             undo: run_id.clone(),
             run_id,

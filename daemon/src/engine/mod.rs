@@ -10,6 +10,7 @@
 //! deadline that passes. The only answers that allow are `decide`'s, after their audit row is
 //! committed.
 
+pub mod accept;
 pub mod apply;
 pub mod approval_notes;
 pub mod approvals;

@@ -19,6 +19,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 use crate::clock;
+use crate::engine::accept::{self, RunAcceptance};
 use crate::engine::breakers::persist_breakers;
 use crate::engine::learning::{apply_learning, with_id};
 use crate::engine::runs::Outcome;
@@ -26,6 +27,9 @@ use crate::engine::tickets::{ticket_name, Issued, Refusal};
 use crate::engine::{Engine, Peer};
 use crate::store::audit::{self, Entry, Kind};
 use crate::store::{Store, StoreError};
+
+/// The `decision` of a run row committed by the operator's acceptance (source `learned`).
+pub const ACCEPTED_RUN: &str = "accepted_run";
 
 /// Why a ticket was not redeemed (the api maps each to a status).
 #[derive(Debug, thiserror::Error)]
@@ -182,11 +186,27 @@ impl Engine {
         let Some(engine) = self.me.upgrade() else {
             return Err(RedeemError::Unavailable("the daemon is stopping".into()));
         };
+        // The operator's acceptance of the command's dirty runs, as classified now.
+        let accepted = {
+            let (project, key) = (
+                issued.project.to_string_lossy().into_owned(),
+                issued.plan.key.clone(),
+            );
+            let record = self
+                .store
+                .read(move |c| crate::store::state::learn_record(c, &project, &key))
+                .await?;
+            crate::engine::accept::accepted(
+                record.as_ref(),
+                issued.classification.as_deref(),
+                self.config.promotion.accept_k,
+            )
+        };
         let (tx, rx) = mpsc::channel(64);
         let env = req.env;
         tokio::spawn(async move {
             let started = clock::now_ms();
-            let outcome = engine.runs.run(&issued, env, tx.clone()).await;
+            let outcome = engine.runs.run(&issued, env, tx.clone(), &accepted).await;
             let end = RunEnd {
                 v: WIRE_VERSION,
                 run_id: outcome.run_id.clone(),
@@ -245,6 +265,17 @@ impl Engine {
         let classification = issued.classification.clone();
         let promotion = self.config.promotion.clone();
         let project = issued.project.to_string_lossy().into_owned();
+        // The operator's acceptance: a conflict forgets it, a dirty run with another signature
+        // (or none) withdraws what was accepted, an accepted run changes nothing.
+        let acceptance_event = match (&outcome.acceptance, outcome.status) {
+            (_, RunStatus::Conflict) => Some(accept::Event::Refused),
+            (RunAcceptance::Signature(_) | RunAcceptance::NotAcceptable(_), _) => {
+                Some(accept::Event::Differed)
+            }
+            (RunAcceptance::None | RunAcceptance::Accepted { .. }, _) => None,
+        };
+        let accepted = matches!(outcome.acceptance, RunAcceptance::Accepted { .. })
+            && outcome.status == RunStatus::Committed;
         let entry = Entry {
             at_ms: started_ms,
             kind: Kind::Run,
@@ -255,8 +286,16 @@ impl Engine {
             cwd: Some(issued.cwd.to_string_lossy().into_owned()),
             tool: Some("Bash".into()),
             command: Some(issued.command.clone()),
-            decision: Some(outcome.status.as_str().into()),
-            source: Some(cmdgate_policy::wire::Source::Sandbox.into()),
+            // A run committed by the operator's acceptance is told apart in the audit and the
+            // export: its own decision, and the learned source.
+            decision: Some(match accepted {
+                true => ACCEPTED_RUN.into(),
+                false => outcome.status.as_str().into(),
+            }),
+            source: Some(match accepted {
+                true => cmdgate_policy::wire::Source::Learned.into(),
+                false => cmdgate_policy::wire::Source::Sandbox.into(),
+            }),
             rule: (!issued.plan.rules.is_empty()).then(|| issued.plan.rules.join(", ")),
             reason: (!outcome.message.is_empty()).then(|| outcome.message.clone()),
             tiermap_revision: issued.revision.and_then(|r| i64::try_from(r).ok()),
@@ -275,6 +314,9 @@ impl Engine {
                 let row = audit::append(c, entry)?;
                 persist_breakers(c, &changes, Some(row.id))?;
                 let mut learned = false;
+                if let Some(event) = acceptance_event {
+                    accept::record(c, &project, &key, None, event, row.id, &promotion)?;
+                }
                 for event in events {
                     learned |= apply_learning(
                         c,
@@ -380,20 +422,68 @@ impl Engine {
                 )
             }
         };
+        // An undo is the person refusing what was committed: the command's acceptance is forgotten.
+        let acceptance = match err {
+            None => self.acceptance_of_run(&run_id).await,
+            Some(_) => None,
+        };
+        let promotion = self.config.promotion.clone();
+        let entry = Entry {
+            at_ms: clock::now_ms(),
+            kind: Kind::Run,
+            decision: Some(decision.into()),
+            reason: Some(reason),
+            note: Some(crate::engine::runs::run_note(&run_id)),
+            ..Entry::default()
+        };
         self.store
-            .append(Entry {
-                at_ms: clock::now_ms(),
-                kind: Kind::Run,
-                decision: Some(decision.into()),
-                reason: Some(reason),
-                note: Some(crate::engine::runs::run_note(&run_id)),
-                ..Entry::default()
+            .write(move |c| {
+                let row = audit::append(c, entry)?;
+                if let Some((project, key)) = acceptance {
+                    accept::record(
+                        c,
+                        &project,
+                        &key,
+                        None,
+                        accept::Event::Refused,
+                        row.id,
+                        &promotion,
+                    )?;
+                }
+                Ok(())
             })
             .await?;
         match err {
             None => Ok(value),
             Some(why) => Err(UndoError::Refused(why)),
         }
+    }
+
+    /// The project and learning key of run `run_id` (from its own run row), if still audited.
+    async fn acceptance_of_run(&self, run_id: &str) -> Option<(String, String)> {
+        let note = crate::engine::runs::run_note(run_id);
+        self.store
+            .read(move |c| {
+                let rows = audit::query(
+                    c,
+                    &audit::Query {
+                        kind: Some(Kind::Run.as_str().into()),
+                        limit: Some(10_000),
+                        newest: true,
+                        ..Default::default()
+                    },
+                )?;
+                Ok(rows.into_iter().find_map(|r| {
+                    if r.entry.note.as_deref() != Some(note.as_str()) {
+                        return None;
+                    }
+                    let (key, _, _) = accept::of_row(r.entry.sandbox.as_deref())?;
+                    Some((r.entry.project?, key))
+                }))
+            })
+            .await
+            .ok()
+            .flatten()
     }
 
     /// `cmdgate runs`: recent run rows (newest first) with the journal's undo state.

@@ -22,6 +22,7 @@ use cmdgate_sandbox::{Effect, HelperCommand, Privilege, RunAs, RunConfig};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::SandboxConfig;
+use crate::engine::accept::{self, RunAcceptance};
 use crate::engine::proxy::{NetworkConfig, Proxy};
 use crate::engine::scope::MirrorScope;
 use crate::engine::tickets::Issued;
@@ -84,6 +85,8 @@ pub struct Outcome {
     /// A rolled-back run kept for the operator (`cmdgate runs show --diff`, `cmdgate apply`),
     /// with its diff stat when the session is in background mode (the notification's).
     pub kept: Option<Kept>,
+    /// What the operator's acceptance made of it (`engine/accept.rs`).
+    pub acceptance: RunAcceptance,
 }
 
 /// A rolled-back run kept for an apply.
@@ -227,12 +230,15 @@ impl Runs {
     }
 
     /// Runs a redeemed ticket's command, streaming frames into `tx`; returns once the run is
-    /// judged and committed or rolled back. The end frame is the caller's to send.
+    /// judged and committed or rolled back. The end frame is the caller's to send. A dirty run
+    /// whose refusals have exactly one of the `accepted` signatures (the operator's acceptance,
+    /// loaded for the command at redemption) is committed instead of rolled back.
     pub async fn run(
         &self,
         issued: &Issued,
         env: Vec<(String, String)>,
         tx: mpsc::Sender<Vec<u8>>,
+        accepted: &[cmdgate_policy::learn::accept::Accepting],
     ) -> Outcome {
         let failed = |run_id: String, why: String| Outcome {
             run_id,
@@ -247,6 +253,7 @@ impl Runs {
             detail: serde_json::json!({"status": "failed", "why": why}),
             judged: None,
             kept: None,
+            acceptance: RunAcceptance::None,
         };
         if let Some(why) = &self.unavailable {
             return failed(String::new(), format!("mirror unavailable: {why}"));
@@ -381,6 +388,7 @@ impl Runs {
             detail: serde_json::Value::Null,
             judged,
             kept: None,
+            acceptance: RunAcceptance::None,
         };
         // What the policy refuses besides the sandbox's judgement: a persistence file, `.claude/`
         // or another repository's config or hooks, at any depth (as for test-runs).
@@ -440,11 +448,50 @@ impl Runs {
                 (false, true) => vec!["the sandbox judged the run not clean".to_owned()],
                 (false, false) => sandbox_why.iter().chain(&refused).cloned().collect(),
             };
-            base(
-                RunStatus::RolledBack,
-                rollback_message(&issued.command, &why),
-                Some(false),
-            )
+            let secrets = cmdgate_policy::secrets::SecretPaths::builtin(
+                &issued.home,
+                self.scope.secret_paths(),
+            );
+            match accept::signature(tr, &refused, &issued.project, &secrets) {
+                Ok(signature) => match accepted.iter().find(|a| a.signature == signature) {
+                    // The operator applied exactly these effects of this command K times.
+                    Some(a) => {
+                        let mut o = base(
+                            RunStatus::Committed,
+                            format!(
+                                "cmdgate: committed by the operator's acceptance: they applied \
+                                 these changes by `{}` {} times before ({signature}).",
+                                issued.command,
+                                a.applies.len()
+                            ),
+                            None,
+                        );
+                        o.acceptance = RunAcceptance::Accepted {
+                            signature,
+                            provenance: a.applies.clone(),
+                        };
+                        o
+                    }
+                    None => {
+                        let mut o = base(
+                            RunStatus::RolledBack,
+                            rollback_message(&issued.command, &why),
+                            Some(false),
+                        );
+                        o.acceptance = RunAcceptance::Signature(signature);
+                        o
+                    }
+                },
+                Err(not) => {
+                    let mut o = base(
+                        RunStatus::RolledBack,
+                        rollback_message(&issued.command, &why),
+                        Some(false),
+                    );
+                    o.acceptance = RunAcceptance::NotAcceptable(not.to_string());
+                    o
+                }
+            }
         } else {
             base(RunStatus::Committed, String::new(), Some(true))
         };
@@ -474,11 +521,15 @@ impl Runs {
                         } else {
                             format!(" and the entry's write= paths ({})", kept_writes.join(", "))
                         };
-                        outcome.message = format!(
+                        let line = format!(
                             "cmdgate: committed. Writes outside the workspace{kept} stayed in \
                              the mirror and are gone: {}",
                             scratch.join("; ")
                         );
+                        outcome.message = match outcome.message.is_empty() {
+                            true => line,
+                            false => format!("{} {line}", outcome.message),
+                        };
                     }
                 }
                 Ok(Err(CommitError::Conflict { problems, kept })) => {
@@ -501,6 +552,10 @@ impl Runs {
                     outcome.status = RunStatus::RolledBack;
                     outcome.judged = Some(false);
                     outcome.message = rollback_message(&issued.command, &named);
+                    outcome.acceptance = RunAcceptance::NotAcceptable(format!(
+                        "the commit refused: {}",
+                        named.join("; ")
+                    ));
                 }
                 Ok(Err(e)) => {
                     let why = format!("commit failed: {e}");
@@ -532,6 +587,9 @@ impl Runs {
         }
         detail["status"] = serde_json::json!(outcome.status.as_str());
         detail["effects"] = serde_json::to_value(&effects).unwrap_or_default();
+        detail["acceptance"] = outcome
+            .acceptance
+            .detail(&issued.plan.key, issued.classification.as_deref());
         let masked = crate::engine::apply::masked_opens(&effects, &issued.home);
         if !masked.is_empty() {
             detail["masked_opens"] = serde_json::json!(masked);

@@ -51,6 +51,11 @@ impl MirrorScope {
         &self.own
     }
 
+    /// The operator's `secret_paths`, as written in config.toml.
+    pub fn secret_paths(&self) -> &[String] {
+        &self.secret_paths
+    }
+
     /// Sets `cfg`'s masks, secret paths and git bookkeeping for `command` (the exact string that
     /// runs), and the secret paths its tier-map entry unmasks (`unmask=`, `~/` is `cfg.home`, so
     /// set that first). A mask that contains the workspace masks the rest of its entries (the

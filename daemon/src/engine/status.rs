@@ -60,6 +60,10 @@ pub struct StatusRuns {
     pub since_ms: Option<i64>,
     /// Clean: effects committed to the workspace.
     pub committed: u64,
+    /// Dirty, but committed by the operator's acceptance (`accepted_run`: its exact refused
+    /// effects were applied K times before).
+    #[serde(default)]
+    pub accepted: u64,
     /// Dirty: nothing reached the workspace.
     pub rolled_back: u64,
     /// Clean, but its targets changed on the host while it ran: nothing committed.
@@ -110,6 +114,7 @@ pub fn runs_summary(rows: &[AuditRow], undoable: &[String]) -> StatusRuns {
         let decision = row.entry.decision.as_deref().unwrap_or_default();
         let counter = match decision {
             "committed" => &mut s.committed,
+            crate::engine::redeem::ACCEPTED_RUN => &mut s.accepted,
             "rolled_back" => &mut s.rolled_back,
             "conflict" => &mut s.conflict,
             "failed" => &mut s.failed,
@@ -119,7 +124,8 @@ pub fn runs_summary(rows: &[AuditRow], undoable: &[String]) -> StatusRuns {
             _ => continue,
         };
         *counter += 1;
-        let is_run = cmdgate_policy::wire::run::RunStatus::parse(decision).is_some();
+        let is_run = cmdgate_policy::wire::run::RunStatus::parse(decision).is_some()
+            || decision == crate::engine::redeem::ACCEPTED_RUN;
         if is_run && s.recent.len() < RUNS_LISTED {
             let run_id = row
                 .entry
@@ -203,7 +209,7 @@ mod tests {
         let rows = vec![
             row(1, "committed", Some("r1")),
             row(2, "rolled_back", Some("r2")),
-            row(3, "refused", None),
+            row(3, "accepted_run", Some("r3")),
             row(4, "conflict", Some("r4")),
             row(5, "committed", Some("r5")),
             row(6, "undone", Some("r1")),
@@ -217,7 +223,7 @@ mod tests {
             (s.committed, s.rolled_back, s.conflict, s.failed),
             (3, 1, 1, 2)
         );
-        assert_eq!((s.refused, s.undone, s.recovered), (1, 1, 1));
+        assert_eq!((s.refused, s.undone, s.recovered, s.accepted), (0, 1, 1, 1));
         assert_eq!((s.counted, s.since_ms, s.undoable), (10, Some(1001), 2));
         let recent: Vec<(&str, &str, bool)> = s
             .recent

@@ -169,6 +169,12 @@ text_enum! {
         Promoted => "promoted",
         /// A learned entry was disabled (a failed outcome, a changed map).
         Demoted => "demoted",
+        /// The operator applied a command's dirty runs with one effect signature K times: its
+        /// runs with exactly that signature commit from now on (`engine/accept.rs`).
+        AcceptanceLearned => "acceptance_learned",
+        /// Accepted signatures withdrawn (a conflict, an undo, a run with another signature,
+        /// a changed map).
+        AcceptanceWithdrawn => "acceptance_withdrawn",
     }
 }
 
