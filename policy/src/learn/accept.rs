@@ -353,7 +353,8 @@ mod tests {
 
     #[test]
     fn protected_secret_directory_and_non_file_effects_are_never_acceptable() {
-        let cases: Vec<(Vec<Refused>, fn(&NotAcceptable) -> bool)> = vec![
+        type Expect = fn(&NotAcceptable) -> bool;
+        let cases: Vec<(Vec<Refused>, Expect)> = vec![
             (vec![], |e| matches!(e, NotAcceptable::Nothing)),
             (vec![ch(Change::Modified, "CLAUDE_CMDS.md")], |e| {
                 matches!(e, NotAcceptable::Protected(_))
