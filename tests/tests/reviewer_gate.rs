@@ -858,3 +858,55 @@ fn unknown_tools_and_secret_reads_are_reviewed_without_the_secret() {
     assert!(asked[1].contains("\"Read\"") && asked[1].contains(".env"));
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
+
+#[test]
+fn changed_rules_between_question_and_answer_go_to_the_person_or_deny() {
+    // Before it answers allow-once, the fake has the operator save a rule through the CLI.
+    let edit: Arc<Mutex<Option<Hook>>> = Arc::new(Mutex::new(None));
+    let hook = Arc::clone(&edit);
+    let fake = FakeReviewer::start(
+        move |_: &Received| {
+            if let Some(f) = hook.lock().unwrap().take() {
+                f();
+            }
+            Reply::Decision("allow-once", "the user asked to push".into())
+        },
+        forbidden(),
+    );
+    let g = gate(&fake, "");
+    let remember = |decision: &str, command: &str| {
+        let mut cmd = Command::new(&g.cmdgate);
+        cmd.args([
+            "rules",
+            "remember",
+            decision,
+            "--project",
+            g.proj.to_str().unwrap(),
+            "--",
+            command,
+        ]);
+        g.env(&mut cmd);
+        Mutex::new(cmd)
+    };
+    let run = |cmd: Mutex<Command>| -> Hook {
+        Box::new(move || {
+            let out = cmd.lock().unwrap().output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        })
+    };
+    // An unrelated rule: the rules changed, so a person decides.
+    *edit.lock().unwrap() = Some(run(remember("approve", "git status --short")));
+    let (d, reason) = g.pre("rv-rules-changed", ASKS);
+    assert_eq!(d, "ask", "{reason}");
+    assert!(reason.contains("the rules changed"), "{reason}");
+    // A rejection of this very command: the policy now denies.
+    *edit.lock().unwrap() = Some(run(remember("reject", ASKS)));
+    let (d, reason) = g.pre("rv-rules-reject", ASKS);
+    assert_eq!(d, "deny", "{reason}");
+    assert!(reason.contains("policy now denies"), "{reason}");
+    assert_eq!(fake.received().len(), 2);
+}
