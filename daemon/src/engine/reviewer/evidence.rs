@@ -201,7 +201,7 @@ pub struct Candidate {
 }
 
 /// A person's decision in this session (or the parent session, for a subagent).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SessionRule {
     /// Stable: `audit #ID` or `rule #ID`.
     pub id: String,

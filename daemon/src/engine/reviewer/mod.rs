@@ -180,11 +180,19 @@ pub struct Reviewer {
     turns: Mutex<HashMap<String, KeptTurn>>,
 }
 
-/// A session's prefix, with what it was built from.
+/// A session's prefix, with what it was built from (the rules as a digest: a few bytes per
+/// session, whatever the rules hold).
 struct KeptTurn {
     turn_id: String,
-    rules: Vec<evidence::SessionRule>,
+    rules: [u8; 32],
     prefix: Arc<String>,
+}
+
+/// The SHA-256 of the rules as JSON.
+fn rules_digest(rules: &[evidence::SessionRule]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(rules).unwrap_or_default();
+    Sha256::digest(json).into()
 }
 
 impl Reviewer {
@@ -275,9 +283,10 @@ impl Reviewer {
     /// something in the session (a note given mid-turn reaches the next question). When two calls
     /// of a turn race with the same rules, the first one kept wins.
     pub fn prefix(&self, session: &str, turn_id: &str, turn: &TurnEvidence) -> Arc<String> {
+        let rules = rules_digest(&turn.session_rules);
         let mut turns = self.turns.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(kept) = turns.get(session) {
-            if kept.turn_id == turn_id && kept.rules == turn.session_rules {
+            if kept.turn_id == turn_id && kept.rules == rules {
                 return Arc::clone(&kept.prefix);
             }
         }
@@ -289,7 +298,7 @@ impl Reviewer {
             session.to_owned(),
             KeptTurn {
                 turn_id: turn_id.to_owned(),
-                rules: turn.session_rules.clone(),
+                rules,
                 prefix: Arc::clone(&rendered),
             },
         );
