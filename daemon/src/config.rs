@@ -209,6 +209,10 @@ pub struct SandboxConfig {
     pub keep_rolled_back_secs: u64,
     /// Bytes all kept rolled-back runs may hold together; the oldest go first past it.
     pub keep_rolled_back_bytes: u64,
+    /// How long a mirrored run may run when its tier-map entry sets no `timeout=` (seconds). The
+    /// Bash tool's own `timeout` is not a limit: Claude Code moves a command still running at its
+    /// `timeout` to the background (the run goes on and commits when it ends).
+    pub run_limit_secs: u64,
 }
 
 impl Default for SandboxConfig {
@@ -225,6 +229,7 @@ impl Default for SandboxConfig {
             helper: None,
             keep_rolled_back_secs: 24 * 3600,
             keep_rolled_back_bytes: 1 << 30,
+            run_limit_secs: 600,
         }
     }
 }

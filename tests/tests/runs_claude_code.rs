@@ -8,7 +8,7 @@
 
 use cmdgate_tests::claude::World;
 use cmdgate_tests::fake_api::{tool_use_id, Step, ToolResult};
-use serde_json::{json, Value};
+use serde_json::json;
 
 const FAILING_SUITE: &str = "test:\n\tmkdir -p build\n\techo built > build/out.txt\n\
                              \t@echo 'running 2 tests'\n\
@@ -134,35 +134,62 @@ fn code_that_tells_the_mirror_from_the_host_never_changes_a_tracked_file() {
 }
 
 /// Claude Code 2.1.332 does not kill a Bash command at the tool's `timeout`: it moves it to the
-/// background and tells the model so. The run's own limit in the daemon (the tool's timeout +
-/// 30 s, `engine/runs.rs`) then kills it in the mirror, and nothing is committed.
+/// background and tells the model it will be notified. The daemon honours that: the tool's
+/// `timeout` is not the run's limit (`[sandbox] run_limit_secs` or the entry's `timeout=` is), so
+/// the run goes on in the mirror after the Bash call returned, and when it ends its clean effects
+/// are committed and its client prints what became of it into the background task's output.
 #[test]
-fn the_bash_tools_timeout_ends_in_a_killed_run_that_commits_nothing() {
-    let w = World::new();
-    let run = w.play(vec![Step::bash_with(
-        "touch made && echo started && sleep 600",
-        json!({"timeout": 2000}),
-    )]);
+fn a_run_past_the_bash_tools_timeout_goes_on_in_the_background_and_commits() {
+    let w = World::builder().file("gate.txt", "wait\n").start();
+    let gate_file = w.ws("gate.txt");
+    let run = w.play(vec![
+        // Past its 2 s timeout: it waits until the test writes `go` into gate.txt (a tracked file
+        // it never writes: its mirror reads it from the host), then writes `made` and, in the
+        // mirror's scratch, /tmp/note (so its client prints a last line once it is committed).
+        Step::bash_with(
+            "echo waiting && until grep -q go gate.txt; do sleep 0.1; done && echo done > made \
+             && echo x > /tmp/note && echo finished",
+            json!({"timeout": 2000}),
+        ),
+        // Once Claude Code has moved it to the background: let it finish; once its client has
+        // printed the commit's line, the model reads the task's output.
+        Step::when(move |results| {
+            // "… was moved to the background (ID: …). Output is being written to: FILE."
+            let file = results
+                .iter()
+                .find(|r| r.tool_use_id == tool_use_id(0))?
+                .content
+                .split("Output is being written to: ")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .trim_end_matches('.')
+                .to_owned();
+            if std::fs::read_to_string(&gate_file).ok()? != "go\n" {
+                std::fs::write(&gate_file, "go\n").expect("write gate.txt in place");
+            }
+            let out = std::fs::read_to_string(&file).ok()?;
+            out.contains("cmdgate:").then(|| Step::read(&file))
+        }),
+    ]);
     let r = run.result(0);
+    println!("moved: {r:?}");
     assert!(
         r.content.contains("did not complete within its 2s timeout"),
         "{r:?}"
+    );
+    let out = run.result(1);
+    println!("output: {out:?}");
+    assert!(
+        out.content.contains("finished") && out.content.contains("cmdgate: committed"),
+        "{out:?}"
     );
     let row = w
         .gate
         .wait_audit("run", |r| r["tool_use_id"] == tool_use_id(0));
     println!("run row: {row}");
-    assert_eq!(row["decision"], "failed", "{row}");
-    let detail: Value = serde_json::from_str(row["sandbox"].as_str().unwrap_or("null")).unwrap();
-    assert_eq!(
-        detail["timed_out"], true,
-        "killed at the run's limit: {row}"
-    );
-    assert!(
-        detail["effects"].to_string().contains("made"),
-        "the command had run (its effects were recorded) when it was killed: {row}"
-    );
-    assert!(!w.ws("made").exists(), "nothing was committed");
+    assert_eq!(row["decision"], "committed", "{row}");
+    assert_eq!(w.read("made"), "done\n");
 }
 
 #[test]

@@ -27,12 +27,6 @@ use crate::engine::proxy::{NetworkConfig, Proxy};
 use crate::engine::scope::MirrorScope;
 use crate::engine::tickets::Issued;
 
-/// Default timeout of a run when neither the Bash tool nor the tier-map entry gives one: Claude
-/// Code's own limit for a Bash call (10 minutes). The client's going away kills it earlier.
-const DEFAULT_RUN_TIMEOUT: Duration = Duration::from_secs(600);
-/// Added to the Bash tool's timeout: the tool kills the client first, which kills the run.
-const TIMEOUT_MARGIN: Duration = Duration::from_secs(30);
-
 /// The audit note that names a run (`run <id>`) on its `run`, apply and undo rows: written and read
 /// only through [`run_note`] and [`run_of_note`].
 pub(crate) fn run_note(run_id: &str) -> String {
@@ -197,12 +191,7 @@ impl Runs {
             self.helper.clone(),
         );
         let options = &issued.plan.options;
-        cfg.limits.timeout = match (options.timeout, issued.tool_timeout_ms) {
-            (Some(entry), _) => entry,
-            (None, Some(ms)) => Duration::from_millis(ms) + TIMEOUT_MARGIN,
-            (None, None) => DEFAULT_RUN_TIMEOUT,
-        }
-        .min(DEFAULT_RUN_TIMEOUT + TIMEOUT_MARGIN);
+        cfg.limits.timeout = run_limit(options.timeout, self.config.run_limit_secs);
         cfg.limits.memory_bytes = self.config.memory_bytes;
         cfg.limits.pids = self.config.pids;
         cfg.limits.cpu_millis = self.config.cpu_millis;
@@ -373,6 +362,8 @@ impl Runs {
             "exit": tr.exit,
             "signal": tr.signal,
             "timed_out": tr.timed_out,
+            "limit_s": self.run_config(issued).limits.timeout.as_secs(),
+            "tool_timeout_ms": issued.tool_timeout_ms,
             "killed": finished.killed,
             "duration_ms": started.elapsed().as_millis() as u64,
             "clean": tr.clean,
@@ -424,8 +415,9 @@ impl Runs {
                 RunStatus::Failed,
                 format!(
                     "cmdgate: `{}` ran past its {} s limit in the mirror and was killed; nothing \
-                     was committed. Give the Bash call a larger `timeout`, or ask the operator for \
-                     a `timeout=` on the tier-map entry.",
+                     was committed (the Bash tool's `timeout` does not extend it). If it needs \
+                     longer, ask the user for a `timeout=` on its tier-map entry or a larger \
+                     `[sandbox] run_limit_secs`.",
                     issued.command,
                     self.run_config(issued).limits.timeout.as_secs()
                 ),
@@ -641,6 +633,15 @@ impl Runs {
     }
 }
 
+/// A run's limit: its tier-map entry's `timeout=` (the operator signed it), else `[sandbox]
+/// run_limit_secs`. Never the Bash tool's `timeout`: Claude Code 2.1.332 does not kill a command
+/// at it but moves it to the background and tells the model it will be notified, so killing the
+/// run there would contradict what the model was told; the run goes on, and its end (committed,
+/// rolled back, or killed here) reaches the model through the background task's output.
+fn run_limit(entry: Option<Duration>, run_limit_secs: u64) -> Duration {
+    entry.unwrap_or(Duration::from_secs(run_limit_secs))
+}
+
 /// The client's last line after a rollback for a host the entry does not allow.
 fn network_message(
     command: &str,
@@ -665,4 +666,22 @@ fn rollback_message(command: &str, why: &[String]) -> String {
          tracked files with the Edit/Write tools, or ask the user to allow it.",
         why.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limit_is_the_entrys_or_the_configured_one_never_the_tools_timeout() {
+        assert_eq!(run_limit(None, 600), Duration::from_secs(600));
+        assert_eq!(
+            run_limit(Some(Duration::from_secs(3600)), 600),
+            Duration::from_secs(3600)
+        );
+        assert_eq!(
+            run_limit(Some(Duration::from_secs(5)), 600),
+            Duration::from_secs(5)
+        );
+    }
 }

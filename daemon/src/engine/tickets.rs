@@ -53,7 +53,8 @@ pub struct Issued {
     pub gid: u32,
     /// The agent's home (for the mirror's $HOME overlay and `write=~/...` paths).
     pub home: String,
-    /// The Bash tool's `timeout` (ms) when the agent gave one.
+    /// The Bash tool's `timeout` (ms) when the agent gave one: audited, never the run's limit
+    /// (Claude Code moves a command still running at it to the background: `runs::run_limit`).
     pub tool_timeout_ms: Option<u64>,
     /// The decision's audit row.
     pub decision_id: i64,
