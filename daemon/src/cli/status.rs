@@ -32,15 +32,14 @@ fn print_runs(r: &StatusRuns) {
         println!("runs           none yet (mirrored runs: `cmdgate runs`)");
     } else {
         println!(
-            "runs           {} committed, {} committed by the operator's acceptance, {} rolled \
-             back, {} conflict, {} failed ({} refused \
-             tickets, {} undone, {} crash recoveries at start) in the last {} run rows; {} can \
-             be undone (`cmdgate runs`)",
+            "runs           {} committed, {} rolled back, {} conflict, {} failed ({} committed \
+             by the operator's acceptance, {} refused tickets, {} undone, {} crash recoveries \
+             at start) in the last {} run rows; {} can be undone (`cmdgate runs`)",
             r.committed,
-            r.accepted,
             r.rolled_back,
             r.conflict,
             r.failed,
+            r.accepted,
             r.refused,
             r.undone,
             r.recovered,
