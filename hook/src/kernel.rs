@@ -58,7 +58,11 @@ pub fn resolve_with(
             }
             _ => {}
         }
-        let cand = format!("{cur}/{part}");
+        // Not `format!`: this runs for every component of every path (~100 a call).
+        let mut cand = String::with_capacity(cur.len() + 1 + part.len());
+        cand.push_str(&cur);
+        cand.push('/');
+        cand.push_str(&part);
         let meta = match lstat(&cand) {
             Ok(m) => m,
             Err(e) if e.kind() == ErrorKind::NotFound => {

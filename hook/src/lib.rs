@@ -1,7 +1,8 @@
 //! The hook's logic as a library, so the binary (`main.rs`: panic hook, watchdog, exit code), the
 //! fuzz target (`hook/fuzz`) and the benchmark share it: stdin parsing, the fast path, the daemon
-//! client, the spool and the answer. See `main.rs` for the flow and ARCHITECTURE.md, `hook/`.
-#![forbid(unsafe_code)]
+//! client, the spool, the answer and the process's deadline (`watchdog`, the one module with
+//! `unsafe`). See `main.rs` for the flow and ARCHITECTURE.md, `hook/`.
+#![deny(unsafe_code)]
 
 mod bash;
 pub mod client;
@@ -19,3 +20,4 @@ mod secrets;
 pub mod spool;
 mod tier;
 pub mod transcript;
+pub mod watchdog;

@@ -6,22 +6,50 @@
 //! printed by `output::emit`, then the spool is written. The logic lives in the library
 //! (`src/lib.rs`, also what the fuzz target drives); this file owns the process: panic hook,
 //! watchdog, exit code.
-#![forbid(unsafe_code)]
+//!
+//! `#![no_main]`: the C `main` below calls [`hook_main`] directly, skipping std's runtime start
+//! (a stack-overflow handler that reads `/proc/self/maps`, an alternate stack, `SIGPIPE`, the
+//! standard fds). What of it the hook needs, `watchdog::start` does, with a crash handler that
+//! denies where std's would only print and abort. Arguments and environment still come from std
+//! (on glibc it takes them from the C runtime before `main`).
+#![no_main]
+#![deny(unsafe_code)]
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::panic::{self, AssertUnwindSafe};
-use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cmdgate_policy::locations::Mode;
 use cmdgate_policy::wire::SpoolEntry;
 
 use cmdgate_hook::config::{Config, DEFAULT_DEADLINE};
 use cmdgate_hook::output::{self, Answer};
-use cmdgate_hook::{gate, input, spool};
+use cmdgate_hook::{gate, input, spool, watchdog};
 
-fn main() -> ExitCode {
+/// The process's entry point, called by the C runtime.
+#[expect(
+    unsafe_code,
+    reason = "`no_mangle` exports the C `main`; it only calls the safe `hook_main`"
+)]
+#[unsafe(no_mangle)]
+extern "C" fn main(
+    _argc: std::ffi::c_int,
+    _argv: *const *const std::ffi::c_char,
+) -> std::ffi::c_int {
+    match hook_main() {
+        Exit::Success => 0,
+        Exit::Blocked => 2,
+    }
+}
+
+/// How the process ends: 0, or 2 (Claude Code blocks the call and shows stderr to the model).
+enum Exit {
+    Success,
+    Blocked,
+}
+
+fn hook_main() -> Exit {
     let started = Instant::now();
     // A panic anywhere (logic, watchdog, a library) prints the fail-closed answer and exits 0 from
     // inside the panic hook, before unwinding or aborting could turn it into an exit code that
@@ -36,7 +64,11 @@ fn main() -> ExitCode {
     let config = Config::load(|k| std::env::var_os(k), &args);
     let budget = config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline);
     let deadline = started + budget;
-    start_watchdog(budget);
+    if let Err(why) = watchdog::start(budget) {
+        // No deadline: refuse rather than run unbounded.
+        output::emit(&output::fail_closed(&why));
+        return Exit::Success;
+    }
 
     let (answer, spool) =
         match panic::catch_unwind(AssertUnwindSafe(|| run(config.as_ref(), deadline))) {
@@ -66,32 +98,8 @@ fn main() -> ExitCode {
         (
             output::Emitted::Failed,
             Answer::Decision { .. } | Answer::Rewrite { .. } | Answer::StepAside { .. },
-        ) => ExitCode::from(2),
-        _ => ExitCode::SUCCESS,
-    }
-}
-
-/// Prints the fail-closed answer and exits 0 once `budget` has passed, whatever the main thread is
-/// doing (blocked on stdin, on connect, on a slow disk, or looping).
-fn start_watchdog(budget: Duration) {
-    // Unnamed (naming allocates in the new thread, which costs it a malloc arena) and with a small
-    // stack: it only sleeps, formats one reason and writes it.
-    let spawned = std::thread::Builder::new()
-        .stack_size(128 * 1024)
-        .spawn(move || {
-            std::thread::sleep(budget);
-            let ms = budget.as_millis();
-            output::emit(&output::fail_closed(&format!(
-                "it did not finish within its {ms} ms deadline"
-            )));
-            std::process::exit(0);
-        });
-    if spawned.is_err() {
-        // No thread, no deadline: refuse rather than run unbounded.
-        output::emit(&output::fail_closed(
-            "it could not start its deadline watchdog",
-        ));
-        std::process::exit(0);
+        ) => Exit::Blocked,
+        _ => Exit::Success,
     }
 }
 
@@ -116,8 +124,15 @@ fn run(
     output::set_event(call.event);
     // Fault injection for the tests of the panic path; compiled out of release builds.
     #[cfg(debug_assertions)]
-    if std::env::var_os("CMDGATE_HOOK_FAULT").is_some_and(|v| v == "panic") {
-        panic!("injected fault (CMDGATE_HOOK_FAULT=panic)");
+    match std::env::var_os("CMDGATE_HOOK_FAULT") {
+        Some(v) if v == "panic" => panic!("injected fault (CMDGATE_HOOK_FAULT=panic)"),
+        // The crash handler's tests: a real stack overflow (SIGSEGV on the guard page) and an
+        // abort (SIGABRT, as an allocation failure ends).
+        Some(v) if v == "stack" => {
+            overflow(0);
+        }
+        Some(v) if v == "abort" => std::process::abort(),
+        _ => {}
     }
     let cfg = match config {
         Ok(c) => c,
@@ -138,4 +153,12 @@ fn run(
         (None, false, Mode::User) => None,
     };
     (plan.answer, spool)
+}
+
+/// Recurses until the stack overflows (fault injection, debug builds only).
+#[cfg(debug_assertions)]
+#[expect(unconditional_recursion, reason = "it is meant to overflow the stack")]
+fn overflow(depth: u64) -> u64 {
+    let frame = std::hint::black_box([depth; 512]);
+    overflow(depth + 1) + frame[(depth % 512) as usize]
 }

@@ -1,9 +1,7 @@
 //! The hook's answer to Claude Code, and the single place that writes it to stdout (at most once per
-//! process, whoever gets there first: the logic, the watchdog or the panic hook).
+//! process, whoever gets there first: the logic, the watchdog's signal handler or the panic hook).
 
-use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Mutex;
 
 use cmdgate_policy::wire::{HookEvent, Verdict};
 use serde_json::json;
@@ -103,22 +101,63 @@ pub fn set_event(event: HookEvent) {
     EVENT.store(code, Ordering::SeqCst);
 }
 
+/// Whether the event being answered is a Post event, whose answer is always "nothing" (the tool
+/// already ran). Async-signal-safe: one atomic load.
+pub fn answers_nothing() -> bool {
+    matches!(EVENT.load(Ordering::SeqCst), 2 | 3)
+}
+
 /// The answer when something went wrong: deny for PreToolUse (and for an input whose event is
 /// unknown), nothing for the Post events (the tool already ran; there is nothing to decide).
 pub fn fail_closed(why: &str) -> Answer {
-    match EVENT.load(Ordering::SeqCst) {
-        2 | 3 => Answer::Nothing,
-        _ => Answer::deny(format!(
-            "cmdgate refused this tool call because the hook could not decide safely: {why}. \
-             Nothing was run. Reads (ls, cat, git status/log/diff, Read, Glob, Grep) are allowed \
-             when the hook works; if this persists, the operator should check the cmdgate install \
-             (`cmdgate status`)."
-        )),
+    if answers_nothing() {
+        return Answer::Nothing;
+    }
+    fail_closed_deny(why)
+}
+
+/// The PreToolUse deny of [`fail_closed`], whatever the event (the watchdog renders it before the
+/// event is known and prints it only if the event turns out not to be a Post event).
+pub fn fail_closed_deny(why: &str) -> Answer {
+    Answer::deny(format!(
+        "cmdgate refused this tool call because the hook could not decide safely: {why}. \
+         Nothing was run. Reads (ls, cat, git status/log/diff, Read, Glob, Grep) are allowed \
+         when the hook works; if this persists, the operator should check the cmdgate install \
+         (`cmdgate status`)."
+    ))
+}
+
+/// Who owns stdout: nobody yet, an answer being written, or an answer written. An atomic, not a
+/// lock, so that the watchdog's signal handler, which interrupts the same thread, can ask.
+static STDOUT: AtomicU8 = AtomicU8::new(FREE);
+const FREE: u8 = 0;
+const WRITING: u8 = 1;
+const WRITTEN: u8 = 2;
+
+/// What [`claim`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// stdout is the caller's: it writes the one answer, then calls [`written`].
+    Mine,
+    /// An answer is being written (the caller interrupted it).
+    Writing,
+    /// An answer was written (or there was nothing to write).
+    Written,
+}
+
+/// Takes stdout for the one answer of this process. Async-signal-safe: one atomic operation.
+pub fn claim() -> Claim {
+    match STDOUT.compare_exchange(FREE, WRITING, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => Claim::Mine,
+        Err(WRITING) => Claim::Writing,
+        Err(_) => Claim::Written,
     }
 }
 
-/// Guards stdout: `true` once an answer was written.
-static ANSWERED: Mutex<bool> = Mutex::new(false);
+/// Marks the answer claimed with [`claim`] as written.
+pub fn written() {
+    STDOUT.store(WRITTEN, Ordering::SeqCst);
+}
 
 /// What [`emit`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,22 +170,26 @@ pub enum Emitted {
     Failed,
 }
 
-/// Writes `answer` unless one was written already. Holding the lock for the whole write means a
-/// watchdog that fires mid-write waits for it to finish instead of exiting half way.
+/// Writes `answer` unless one was written already. The line is rendered before stdout is
+/// claimed, so stdout is "being written" only during the write itself: a deadline that passes
+/// then ends the process with exit 2 (Claude Code blocks the call) rather than a second answer.
 pub fn emit(answer: &Answer) -> Emitted {
-    let mut done = ANSWERED
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if *done {
+    let line = answer.render();
+    if claim() != Claim::Mine {
         return Emitted::Already;
     }
-    *done = true;
-    let Some(line) = answer.render() else {
+    let Some(line) = line else {
+        written();
         return Emitted::Wrote;
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Emitted::Wrote,
+    // One raw `write(2)` loop on fd 1, not `std::io::stdout()` (its lazily built, locked and
+    // buffered handle cost ~40 k instructions, most of a first allocation of 1 KiB).
+    match crate::watchdog::write_stdout(line.as_bytes()) {
+        Ok(()) => {
+            written();
+            Emitted::Wrote
+        }
+        // Left "being written": the process ends with exit 2 whoever ends it.
         Err(_) => Emitted::Failed,
     }
 }

@@ -26,12 +26,22 @@ pub fn append(dir: &Path, entry: SpoolEntry) -> io::Result<()> {
     };
     let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
     line.push(b'\n');
-    DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-    let mut file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(dir.join(SPOOL_FILE))?;
+    let path = dir.join(SPOOL_FILE);
+    let open = || {
+        OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(&path)
+    };
+    // The directory exists on every call but the first: made only when the open says it is not.
+    let mut file = match open() {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            open()?
+        }
+        other => other?,
+    };
     // One write: with O_APPEND the kernel places it at the end atomically, so concurrent hooks never
     // interleave their lines. A short write (disk full) leaves a torn last line the reader skips.
     let n = file.write(&line)?;

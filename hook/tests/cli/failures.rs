@@ -259,6 +259,42 @@ fn a_panic_still_denies_and_exits_zero() {
 }
 
 #[test]
+fn a_crash_by_a_fatal_signal_still_denies_and_exits_zero() {
+    // A stack overflow (SIGSEGV, handled on the alternate stack) and an abort (SIGABRT): without
+    // the handler the process would die by the signal, which Claude Code does not read as a deny.
+    for fault in ["stack", "abort"] {
+        let mut w = World::new();
+        w.set("CMDGATE_HOOK_FAULT", fault);
+        let run = w.run(&w.pre("Read", json!({"file_path": "/etc/hostname"})), &[]);
+        assert_eq!(run.code, Some(0), "{fault}: {run:?}");
+        let reason = run.denied();
+        assert!(reason.contains("crashed"), "{fault}: {reason}");
+        assert_eq!(
+            run.stdout.lines().count(),
+            1,
+            "{fault}: one answer: {run:?}"
+        );
+    }
+}
+
+#[test]
+fn a_crash_in_a_post_event_prints_nothing() {
+    let mut w = World::new();
+    w.set("CMDGATE_HOOK_FAULT", "abort");
+    let run = w.run(
+        &w.event(
+            "PostToolUse",
+            "Bash",
+            json!({"command": "ls"}),
+            json!({"tool_response": {}}),
+        ),
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+}
+
+#[test]
 fn a_panic_in_a_post_event_prints_nothing() {
     let mut w = World::new();
     w.set("CMDGATE_HOOK_FAULT", "panic");
