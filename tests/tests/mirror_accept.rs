@@ -146,6 +146,41 @@ fn k_applies_make_the_same_effects_commit_and_one_more_effect_is_rolled_back() {
         "{text}"
     );
 
+    // The export tells the runs apart: a rolled-back one is `sandbox_dirty`, the accepted one
+    // has the learned source, and its record names the applies it rode on.
+    let out = g.dir.path().join("export.jsonl");
+    let exported = g.cli(&["export", "--out", out.to_str().unwrap()]);
+    assert!(exported.status.success(), "{}", exported.stderr_text());
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_tool = |id: &str| {
+        let decision_id = g
+            .decision_row(id)
+            .unwrap_or_else(|| panic!("no decision row for {id}"))["id"]
+            .clone();
+        lines
+            .iter()
+            .find(|l| l["audit_id"] == decision_id)
+            .unwrap_or_else(|| panic!("{id} not exported: {lines:?}"))
+            .clone()
+    };
+    let a1 = by_tool("a1");
+    let a4 = by_tool("a4");
+    println!("export a1: {a1}\nexport a4: {a4}");
+    assert_eq!(a1["decision"]["verdict"], "allow", "{a1}");
+    assert_eq!(a1["label_basis"], "sandbox_dirty", "{a1}");
+    assert_eq!(a1["decision"]["sandbox"]["status"], "rolled_back", "{a1}");
+    assert_eq!(a4["decision"]["verdict"], "allow", "{a4}");
+    assert_eq!(a4["decision"]["source"], "learned", "{a4}");
+    assert_eq!(a4["label_basis"], "learned", "{a4}");
+    assert!(
+        a4["decision"]["sandbox"]["acceptance"]["accepted"].is_array(),
+        "{a4}"
+    );
+
     // A hostile turn: the same command now also deletes a tracked file. One more refused effect
     // is another signature: rolled back, and the acceptance is withdrawn.
     std::fs::write(

@@ -108,7 +108,8 @@ pub struct ExportSummary {
 const ROW_COLUMNS: &str = "d.id, d.at_ms, d.session, d.agent_id, d.agent_type, d.permission_mode, \
     d.cwd, d.project, d.tool, d.command, d.tool_input, d.parts, d.tier, d.decision, d.source, d.rule, \
     d.reason, d.tiermap_revision, d.sandbox, d.latency_us, d.note, \
-    o.id, o.success, o.exit_code, o.interrupted, o.duration_ms, o.error";
+    o.id, o.success, o.exit_code, o.interrupted, o.duration_ms, o.error, \
+    r.decision, r.source, r.sandbox";
 
 /// The FROM/WHERE of the decided requests: decision and hook fast-path rows with a verdict, the
 /// last one per `tool_use_id` (a person's answer supersedes its `ask`), joined with their latest
@@ -148,6 +149,9 @@ fn from_where(filter: &ExportFilter) -> (String, Vec<rusqlite::types::Value>) {
         "FROM command_audit d \
          LEFT JOIN command_audit o ON o.id = (SELECT max(x.id) FROM command_audit x \
            WHERE x.tool_use_id = d.tool_use_id AND x.kind = 'outcome' AND x.decision_id = d.id) \
+         LEFT JOIN command_audit r ON r.id = (SELECT max(y.id) FROM command_audit y \
+           WHERE y.tool_use_id = d.tool_use_id AND y.kind = 'run' AND y.decision_id = d.id \
+           AND y.sandbox IS NOT NULL) \
          WHERE {}",
         clauses.join(" AND ")
     );
@@ -194,6 +198,10 @@ struct DecidedRow {
     interrupted: Option<bool>,
     duration_ms: Option<i64>,
     error: Option<String>,
+    /// A mirrored run's own row (decision `run`): its result, source and record.
+    run_decision: Option<String>,
+    run_source: Option<String>,
+    run_sandbox: Option<String>,
 }
 
 fn decided_row(r: &Row<'_>) -> rusqlite::Result<DecidedRow> {
@@ -225,6 +233,9 @@ fn decided_row(r: &Row<'_>) -> rusqlite::Result<DecidedRow> {
         interrupted: r.get(24)?,
         duration_ms: r.get(25)?,
         error: r.get(26)?,
+        run_decision: r.get(27)?,
+        run_source: r.get(28)?,
+        run_sandbox: r.get(29)?,
     })
 }
 
@@ -448,8 +459,39 @@ fn to_example(row: DecidedRow, options: &ExportOptions, rules: &HashMap<i64, Rul
         "request.cwd",
         relative_cwd(row.project.as_deref(), row.cwd.as_deref()),
     );
-    let source = row.source.clone().unwrap_or_default();
-    let (label, basis) = label_for(&row.decision, &source, row.rule.as_deref());
+    // A mirrored run (the decision row says `run`) was let run, in the mirror: its verdict is
+    // `allow`, its record is the run's own row (status, effects, the operator's acceptance), and
+    // its label follows what became of it: committed ⇒ clean, rolled back ⇒ dirty, committed by
+    // the operator's acceptance ⇒ the learned source; conflict, failed or unfinished ⇒ unknown.
+    let mirrored = row.decision == "run";
+    let (verdict, source, judged) = match (mirrored, row.run_decision.as_deref()) {
+        (false, _) => (
+            row.decision.clone(),
+            row.source.clone().unwrap_or_default(),
+            row.decision.clone(),
+        ),
+        (true, Some(crate::engine::redeem::ACCEPTED_RUN)) => {
+            ("allow".to_owned(), "learned".to_owned(), "allow".to_owned())
+        }
+        (true, run) => (
+            "allow".to_owned(),
+            row.run_source
+                .clone()
+                .or_else(|| row.source.clone())
+                .unwrap_or_default(),
+            match run {
+                Some("committed") => "allow",
+                Some("rolled_back") => "deny",
+                _ => "unjudged",
+            }
+            .to_owned(),
+        ),
+    };
+    let label_source = match mirrored {
+        true if source != "learned" => "sandbox",
+        _ => source.as_str(),
+    };
+    let (label, basis) = label_for(&judged, label_source, row.rule.as_deref());
     let human = match audit::parse_source(&source) {
         Some(AuditSource::Wire(Source::Human)) => Some(HumanDecision {
             remembered: false,
@@ -470,9 +512,11 @@ fn to_example(row: DecidedRow, options: &ExportOptions, rules: &HashMap<i64, Rul
         }
         _ => None,
     };
-    let sandbox = row
-        .sandbox
-        .as_deref()
+    let record = match mirrored {
+        true => row.run_sandbox.as_deref().or(row.sandbox.as_deref()),
+        false => row.sandbox.as_deref(),
+    };
+    let sandbox = record
         .and_then(|s| serde_json::from_str::<Value>(s).ok())
         .map(|v| red.value("decision.sandbox", v));
     let outcome = row.outcome_id.map(|_| ExampleOutcome {
@@ -483,7 +527,7 @@ fn to_example(row: DecidedRow, options: &ExportOptions, rules: &HashMap<i64, Rul
         error: red.opt("outcome.error", row.error.clone()),
     });
     let decision = ExampleDecision {
-        verdict: row.decision.clone(),
+        verdict,
         source,
         rule: red.opt("decision.rule", row.rule.clone()),
         reason: red.opt("decision.reason", row.reason.clone()),
