@@ -17,7 +17,7 @@
 //!
 //! Needs root (the mirror), the hook and client built in the same profile, and a quiet machine:
 //! `cargo build --release -p cmdgate-hook --bins && cargo bench -p cmdgate-daemon --bench runs`
-//! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds; defaults 40 and 7).
+//! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds, 0 skips a row; defaults 40 and 7).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -366,6 +366,9 @@ fn main() {
         ("sh noop.sh", n_true, 3),
         ("cargo build --offline", n_build, 1),
     ] {
+        if n == 0 {
+            continue;
+        }
         let mut times: [Vec<Duration>; 3] = Default::default();
         let order = [Path3::Bare, Path3::Direct, Path3::Mirrored];
         for round in 0..n + warmup {

@@ -359,6 +359,10 @@ fn supervise(
     report: &mut Reporter,
 ) -> InitMessage {
     use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+    // The listener hangs up once no task uses the filter any more (the command's last process
+    // is exiting): from then on it is always "ready" and no notification can come, so it leaves
+    // the poll set — polling it would spin until the exiting process can be reaped.
+    let mut listener = listener;
     loop {
         // Reap everything that has exited (orphans are reparented to us).
         loop {
@@ -394,7 +398,16 @@ fn supervise(
                     .and_then(PollFd::revents)
                     .is_some_and(|r| r.intersects(want))
             };
-            (ready(0, PollFlags::all()), ready(1, PollFlags::POLLIN))
+            let notified = ready(1, PollFlags::POLLIN);
+            if !notified
+                && ready(
+                    1,
+                    PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL,
+                )
+            {
+                listener = None;
+            }
+            (ready(0, PollFlags::all()), notified)
         };
         if signalled {
             while let Ok(Some(_)) = sfd.read_signal() {}

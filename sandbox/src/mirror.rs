@@ -217,6 +217,14 @@ impl KeptUpper {
     /// `commit::prune` after that.
     pub fn keep_for(mut self, ttl: Duration) -> std::io::Result<()> {
         self.meta.keep_until = Some(unix_now() + ttl.as_secs());
+        // The overlays are `volatile` (`setup::overlay_options`): nothing flushed the run's
+        // writes. Flush them before recording the run as kept, so a kept run that survives a
+        // crash (its `meta.json` does) also has its content; without `meta.json` recovery
+        // discards it.
+        for d in self.dirs() {
+            let dir = std::fs::File::open(&d)?;
+            nix::unistd::syncfs(&dir)?;
+        }
         // Each `write=` tree's dir carries the same record, so recovery keeps it too.
         for d in self.dirs() {
             write_meta(&d, &self.meta)?;

@@ -77,14 +77,14 @@ pub fn secret_masks(
         )
         .collect();
     let env = SecretPaths::new(&env_names, home_str.as_deref().unwrap_or("/"));
+    // The entry's type comes with the listing (`d_type`; an lstat only where the filesystem does
+    // not fill it in): one `getdents` per directory, no `stat` per entry. Never a link followed.
     let mut stack = vec![workspace.to_path_buf()];
     while let Some(dir) = stack.pop() {
-        for (path, name) in entries(&dir)? {
+        for (path, name, is_dir) in typed_entries(&dir)? {
             if env.secret_name(&name) {
                 candidates.push(path);
-            } else if !SKIPPED_DIRS.contains(&name.as_str())
-                && std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir())
-            {
+            } else if is_dir && !SKIPPED_DIRS.contains(&name.as_str()) {
                 stack.push(path);
             }
         }
@@ -137,6 +137,15 @@ fn canonical_or_same(p: &Path) -> io::Result<PathBuf> {
 
 /// The entries of `dir` (none when it does not exist or is not a directory).
 fn entries(dir: &Path) -> io::Result<Vec<(PathBuf, String)>> {
+    Ok(typed_entries(dir)?
+        .into_iter()
+        .map(|(path, name, _)| (path, name))
+        .collect())
+}
+
+/// The entries of `dir` (none when it does not exist or is not a directory), with whether each
+/// is a directory itself (a symlink is not).
+fn typed_entries(dir: &Path) -> io::Result<Vec<(PathBuf, String, bool)>> {
     let read = match std::fs::read_dir(dir) {
         Ok(r) => r,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {
@@ -147,9 +156,12 @@ fn entries(dir: &Path) -> io::Result<Vec<(PathBuf, String)>> {
     let mut out = Vec::new();
     for entry in read {
         let entry = entry?;
+        // `file_type` never follows a link: the type of the entry itself.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         out.push((
             entry.path(),
             entry.file_name().to_string_lossy().into_owned(),
+            is_dir,
         ));
     }
     Ok(out)

@@ -141,8 +141,15 @@ fn overlay_options(o: &OverlayMount) -> Result<String, SetupError> {
     // redirect_dir/metacopy/index off: the upper dir must be a plain, self-describing record of the
     // changes (no redirect xattrs or metadata-only copies) for the effects diff, whatever the
     // kernel's compiled-in defaults are.
+    // volatile: the overlay never syncs its upper filesystem — not for the command's fsync or
+    // syncfs, and not when the mount dies with the run (without it, that unmount is a syncfs of the
+    // workspace's whole filesystem, every other process's dirty data included, on every run's
+    // critical path). Durability is the commit's job: it flushes the upper dir's filesystem
+    // before the first rename (`commit::journal::apply`), and a run kept for a later apply is
+    // flushed before it is recorded as kept (`KeptUpper::keep_for`). The work dir a volatile
+    // mount marks is never mounted again (each run has its own, removed after the run).
     Ok(format!(
-        "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off",
+        "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off,volatile",
         o.target.display(),
         o.upper.display(),
         o.work.display()
@@ -519,7 +526,7 @@ mod tests {
             panic!("overlay without options");
         };
         assert!(
-            data.ends_with("redirect_dir=off,metacopy=off,index=off"),
+            data.ends_with("redirect_dir=off,metacopy=off,index=off,volatile"),
             "{data}"
         );
 
