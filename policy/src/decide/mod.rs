@@ -468,8 +468,8 @@ fn decide_bash(
                 Source::ToolPolicy,
                 None,
                 format!(
-                    "part {part} contains `{raw}`, whose value is only known when it runs, so a test-run could not vouch \
-                     for the real run; write the value literally, or a person must decide"
+                    "part {part} contains `{raw}`, whose value is only known when it runs, so the tier map cannot \
+                     tell what will run; write the value literally, or a person must decide"
                 ),
             )));
         }
