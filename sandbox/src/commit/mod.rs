@@ -8,11 +8,11 @@
 //!        start, see `clock`; whole subtree for a replaced/deleted directory), a host directory
 //!        that is no longer one, or a hard-linked file whose other names would keep the old
 //!        content ⇒ conflict. Any problem ⇒ Err, nothing touched.
-//! apply  journal manifest (without `committed` it means "applying") → syncfs (new content and
-//!        manifest durable) → per tree (the workspace, then each kept `write=` path) and entry:
+//! apply  journal manifest (without `committed` it means "applying"), fsynced with its dirs →
+//!        per tree (the workspace, then each kept `write=` path) and entry:
 //!        re-check, rename the host entry into journal/pre/N (atomic, keeps the inode), rename
 //!        the upper entry in with RENAME_NOREPLACE (a name taken meanwhile ⇒ conflict ⇒ rollback)
-//!        → syncfs → `committed` marker. Every host path is reached from the workspace fd one
+//!        → syncfs (new content and renames durable) → `committed` marker. Every host path is reached from the workspace fd one
 //!        component at a time with O_NOFOLLOW (`fsx`): a symlink is never followed on the host.
 //! crash  `recover` rolls back a journal without `committed` (new entries back to the upper dir,
 //!        pre-images back in place): never half-applied. `undo` restores a committed run after
