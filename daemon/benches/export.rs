@@ -60,7 +60,7 @@ fn fill(db: &Path, n: usize) {
                     tool_input: Some(serde_json::json!({ "command": command }).to_string()),
                     command: Some(command),
                     tier: Some(audit::TierSeen::Sandbox),
-                    decision: Some(d.into()),
+                    decision: Some(audit::AuditDecision::parse(d)),
                     source: Some(audit::parse_source(s).expect("a source")),
                     reason: Some(format!("{d} by {s}")),
                     tiermap_revision: Some(4),

@@ -77,7 +77,7 @@ fn main() {
                     tool: Some(tool.into()),
                     tool_input: Some(input.to_string()),
                     command: Some(command),
-                    decision: Some("ask".into()),
+                    decision: Some(cmdgate_policy::wire::Verdict::Ask.into()),
                     ..Entry::default()
                 },
             )

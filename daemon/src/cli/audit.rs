@@ -98,7 +98,7 @@ fn line(r: &AuditRow) -> String {
         r.id,
         e.at_ms,
         e.kind,
-        e.decision.as_deref().unwrap_or("-"),
+        e.decision.as_ref().map_or("-".into(), |d| d.text()),
         e.source.map_or("-", audit::AuditSource::as_str),
         what
     )

@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::approval_notes;
-use crate::store::audit::{self, AuditSource};
+use crate::store::audit::{self, AuditDecision, AuditSource, RunEvent};
 use crate::store::StoreError;
 use cmdgate_policy::wire::Source;
 
@@ -463,14 +463,15 @@ fn to_example(row: DecidedRow, options: &ExportOptions, rules: &HashMap<i64, Rul
     // `allow`, its record is the run's own row (status, effects, the operator's acceptance), and
     // its label follows what became of it: committed ⇒ clean, rolled back ⇒ dirty, committed by
     // the operator's acceptance ⇒ the learned source; conflict, failed or unfinished ⇒ unknown.
-    let mirrored = row.decision == "run";
-    let (verdict, source, judged) = match (mirrored, row.run_decision.as_deref()) {
+    let mirrored = AuditDecision::parse(&row.decision) == AuditDecision::Mirrored;
+    let run = row.run_decision.as_deref().map(AuditDecision::parse);
+    let (verdict, source, judged) = match (mirrored, run) {
         (false, _) => (
             row.decision.clone(),
             row.source.clone().unwrap_or_default(),
             row.decision.clone(),
         ),
-        (true, Some(crate::engine::redeem::ACCEPTED_RUN)) => {
+        (true, Some(AuditDecision::Run(RunEvent::AcceptedRun))) => {
             ("allow".to_owned(), "learned".to_owned(), "allow".to_owned())
         }
         (true, run) => (
@@ -480,8 +481,8 @@ fn to_example(row: DecidedRow, options: &ExportOptions, rules: &HashMap<i64, Rul
                 .or_else(|| row.source.clone())
                 .unwrap_or_default(),
             match run {
-                Some("committed") => "allow",
-                Some("rolled_back") => "deny",
+                Some(AuditDecision::Run(RunEvent::Committed)) => "allow",
+                Some(AuditDecision::Run(RunEvent::RolledBack)) => "deny",
                 _ => "unjudged",
             }
             .to_owned(),

@@ -315,7 +315,7 @@ fn audit_line(r: &AuditRow) -> String {
         r.id,
         e.at_ms,
         e.kind,
-        e.decision.as_deref().unwrap_or("-"),
+        e.decision.as_ref().map_or("-".into(), |d| d.text()),
         what
     )
 }

@@ -246,7 +246,7 @@ fn record_in(
             kind: Kind::Learn,
             project: Some(project.to_owned()),
             command: Some(key.to_owned()),
-            decision: Some(decision.to_string()),
+            decision: Some(decision.into()),
             note: Some(note),
             ..Entry::default()
         },

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock;
 use crate::engine::notify::Note;
 use crate::engine::{Engine, Peer};
-use crate::store::audit::{self, AuditSource, Entry, Kind};
+use crate::store::audit::{self, AuditSource, Entry, Kind, RunEvent};
 use crate::store::StoreError;
 
 /// Limits for a diff stat only (notifications, the protected-path check reads the file list):
@@ -183,7 +183,7 @@ impl Engine {
         };
         let refused = |why: String| {
             let mut e = entry.clone();
-            e.decision = Some("apply_refused".into());
+            e.decision = Some(RunEvent::ApplyRefused.into());
             e.reason = Some(format!("apply of run {run_id} refused: {why}"));
             e
         };
@@ -211,7 +211,7 @@ impl Engine {
             .iter()
             .map(|c| c.path.to_string_lossy().into_owned())
             .collect();
-        entry.decision = Some("applied".into());
+        entry.decision = Some(RunEvent::Applied.into());
         entry.project = entry
             .project
             .or_else(|| Some(workspace.to_string_lossy().into_owned()));

@@ -49,7 +49,7 @@ pub fn human_decision(request: &Entry, verdict: Verdict, note: Option<&str>, at_
     Entry {
         at_ms,
         kind: Kind::Decision,
-        decision: Some(verdict.as_str().into()),
+        decision: Some(verdict.into()),
         source: Some(Source::Human.into()),
         rule: None,
         reason: Some(reason_for_model(verdict, note)),

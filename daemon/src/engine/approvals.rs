@@ -25,7 +25,7 @@ use crate::engine::notify::Note;
 use crate::engine::pending::{Answer, Outcome, PendingInfo};
 use crate::engine::record::summarize_tool;
 use crate::engine::Engine;
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, Entry, Kind, RuleChange};
 use crate::store::{state, StoreError};
 
 /// The deny of a held request must reach the hook before its own deadline: this much earlier
@@ -314,9 +314,9 @@ impl Engine {
                             command: ask.entry.command.clone(),
                             decision: Some(
                                 if verdict == Verdict::Allow {
-                                    "approve"
+                                    RuleChange::Approve
                                 } else {
-                                    "reject"
+                                    RuleChange::Reject
                                 }
                                 .into(),
                             ),

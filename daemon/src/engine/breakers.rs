@@ -427,7 +427,8 @@ pub(crate) fn persist_breakers(
             state::put_breaker(c, &ch.scope, &ch.state, at)?;
         }
         if let Some(t) = &ch.transition {
-            let t_json = BreakerDecision::Transition(t.clone()).encode();
+            let decision = BreakerDecision::Transition(t.clone());
+            let t_json = decision.encode();
             state::breaker_event(c, &ch.scope, t, audit_id, at)?;
             audit::append(
                 c,
@@ -435,7 +436,7 @@ pub(crate) fn persist_breakers(
                     at_ms: at,
                     kind: Kind::Breaker,
                     session: ch.scope.strip_prefix("session:").map(str::to_owned),
-                    decision: Some(t_json.clone()),
+                    decision: Some(decision.into()),
                     reason: Some(format!("breaker {}: {t_json}", ch.scope)),
                     note: audit_id.map(|id| format!("after audit row {id}")),
                     ..Entry::default()

@@ -37,7 +37,7 @@ use crate::engine::testrun::Target;
 use crate::engine::tickets::Issued;
 use crate::engine::tiermaps::MapEvent;
 use crate::engine::{Engine, EngineError, Peer};
-use crate::store::audit::{self, Entry, Kind, TiermapEvent};
+use crate::store::audit::{self, AuditDecision, Entry, Kind, TiermapEvent};
 
 /// A request refused before the policy ran.
 struct Early {
@@ -409,7 +409,7 @@ impl Engine {
     ) -> DecideResponse {
         let reason = format!("cmdgate could not decide, so it refuses: {why}");
         let mut entry = request_entry(peer, req);
-        entry.decision = Some("deny".into());
+        entry.decision = Some(Verdict::Deny.into());
         entry.source = Some(wire::Source::FailClosed.into());
         entry.reason = Some(reason.clone());
         entry.latency_us = Some(micros(started));
@@ -520,8 +520,8 @@ impl Engine {
         let source = wire_source(ev.source);
         // A mirrored run's decision row says `run`; the run's own row follows when it ends.
         entry.decision = Some(match &run {
-            Some(_) => "run".into(),
-            None => verdict.as_str().into(),
+            Some(_) => AuditDecision::Mirrored,
+            None => verdict.into(),
         });
         entry.source = Some(source.into());
         entry.rule = ev.rule.clone();
@@ -839,7 +839,7 @@ impl Engine {
             grant.id, grant.reason, grant.scope, grant.until.0
         );
         let rule = format!("escape hatch #{}", grant.id);
-        entry.decision = Some(Verdict::Ask.as_str().into());
+        entry.decision = Some(Verdict::Ask.into());
         entry.source = Some(wire::Source::EscapeHatch.into());
         entry.rule = Some(rule.clone());
         entry.reason = Some(reason.clone());
@@ -867,7 +867,7 @@ impl Engine {
     ) -> Result<DecideResponse, EngineError> {
         let Early { mut entry, why } = early;
         let reason = format!("refused: {why}");
-        entry.decision = Some("deny".into());
+        entry.decision = Some(Verdict::Deny.into());
         entry.source = Some(wire::Source::FailClosed.into());
         entry.reason = Some(reason.clone());
         entry.latency_us = Some(micros(started));
@@ -903,7 +903,7 @@ impl Engine {
             kind: Kind::Tiermap,
             session: Some(session.to_owned()),
             project: Some(event.project.clone()),
-            decision: Some(event.what.to_string()),
+            decision: Some(event.what.into()),
             reason: Some(event.detail.clone()),
             tiermap_revision: event.revision.and_then(|r| i64::try_from(r).ok()),
             note: event.integrity.map(|i| format!("integrity: {i:?}")),

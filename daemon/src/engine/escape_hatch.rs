@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock;
 use crate::engine::{Engine, Peer};
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, Entry, HatchChange, Kind};
 use crate::store::state::{self, HatchRow};
 use crate::store::StoreError;
 
@@ -184,7 +184,10 @@ impl Engine {
             Err(e) => return Ok(Err(e)),
         };
         // Stored with its audit row; a grant the store did not take is no grant.
-        if let Err(e) = self.audit_hatch(&grant, operator, "granted").await {
+        if let Err(e) = self
+            .audit_hatch(&grant, operator, HatchChange::Granted)
+            .await
+        {
             self.hatches.revoke(grant.id);
             return Err(e);
         }
@@ -198,7 +201,8 @@ impl Engine {
         };
         // Stored first: a revocation the store did not take must not come back at a restart
         // while this run of the daemon believes it gone.
-        self.audit_hatch(&grant, operator, "revoked").await?;
+        self.audit_hatch(&grant, operator, HatchChange::Revoked)
+            .await?;
         Ok(self.hatches.revoke(id).or(Some(grant)))
     }
 
@@ -206,7 +210,7 @@ impl Engine {
         &self,
         grant: &Grant,
         operator: Peer,
-        what: &str,
+        what: HatchChange,
     ) -> Result<(), StoreError> {
         let now_ms = clock::now_ms();
         let entry = Entry {
@@ -216,7 +220,7 @@ impl Engine {
                 HatchScope::Session(s) => Some(s.clone()),
                 HatchScope::Uid(_) => None,
             },
-            decision: Some(what.to_owned()),
+            decision: Some(what.into()),
             reason: Some(grant.reason.clone()),
             peer: Some(operator.to_string()),
             note: Some(format!(
@@ -240,7 +244,7 @@ impl Engine {
             until_ms: i64::try_from(grant.until.0).unwrap_or(i64::MAX),
             granted_by: grant.granted_by.clone(),
         };
-        let granted = what == "granted";
+        let granted = what == HatchChange::Granted;
         self.store
             .write(move |c| {
                 if granted {

@@ -111,7 +111,7 @@ pub(crate) fn apply_learning(
                     kind: Kind::Learn,
                     project: Some(project.to_owned()),
                     command: Some(key.to_owned()),
-                    decision: Some(LearnChange::Promoted.to_string()),
+                    decision: Some(LearnChange::Promoted.into()),
                     rule: Some(RuleRef(id).to_string()),
                     note: Some(format!("evidence: audit rows {provenance:?}")),
                     ..Entry::default()
@@ -128,7 +128,7 @@ pub(crate) fn apply_learning(
                     kind: Kind::Learn,
                     project: Some(project.to_owned()),
                     command: Some(key.to_owned()),
-                    decision: Some(LearnChange::Demoted.to_string()),
+                    decision: Some(LearnChange::Demoted.into()),
                     note: Some(format!("because of audit row {because}")),
                     ..Entry::default()
                 },

@@ -354,7 +354,7 @@ impl Engine {
         let entry = Entry {
             at_ms: clock::now_ms(),
             kind: Kind::RefusedPeer,
-            decision: Some("deny".into()),
+            decision: Some(cmdgate_policy::wire::Verdict::Deny.into()),
             peer: Some(peer.to_string()),
             note: Some(format!(
                 "peer not allowed on the {} socket (refusal {count} of uid {})",
@@ -398,7 +398,7 @@ impl Engine {
             at_ms: clock::now_ms(),
             kind: Kind::SessionRefused,
             session: Some(session.to_owned()),
-            decision: Some("deny".into()),
+            decision: Some(cmdgate_policy::wire::Verdict::Deny.into()),
             reason: Some(why.clone()),
             peer: Some(peer.to_string()),
             ..Entry::default()
@@ -415,7 +415,7 @@ impl Engine {
         let entry = Entry {
             at_ms: clock::now_ms(),
             kind: Kind::Decision,
-            decision: Some("deny".into()),
+            decision: Some(cmdgate_policy::wire::Verdict::Deny.into()),
             source: Some(cmdgate_policy::wire::Source::FailClosed.into()),
             reason: Some(why),
             peer: Some(peer.to_string()),
@@ -435,7 +435,7 @@ impl Engine {
         let entry = Entry {
             at_ms: clock::now_ms(),
             kind: Kind::Breaker,
-            decision: Some(audit::BreakerDecision::OperatorReset.encode()),
+            decision: Some(audit::BreakerDecision::OperatorReset.into()),
             reason: Some(format!("operator reset: {}", scopes.join(", "))),
             ..Entry::default()
         };

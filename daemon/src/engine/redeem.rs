@@ -25,11 +25,8 @@ use crate::engine::learning::{apply_learning, with_id};
 use crate::engine::runs::Outcome;
 use crate::engine::tickets::{ticket_name, Issued, Refusal};
 use crate::engine::{Engine, Peer};
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, Entry, IntegrityEvent, Kind, RunEvent};
 use crate::store::{Store, StoreError};
-
-/// The `decision` of a run row committed by the operator's acceptance (source `learned`).
-pub const ACCEPTED_RUN: &str = "accepted_run";
 
 /// Why a ticket was not redeemed (the api maps each to a status).
 #[derive(Debug, thiserror::Error)]
@@ -78,7 +75,7 @@ pub(crate) async fn record_recovery(
         .append(Entry {
             at_ms: clock::now_ms(),
             kind: Kind::Run,
-            decision: Some("recovered".into()),
+            decision: Some(RunEvent::Recovered.into()),
             reason: Some(reason),
             sandbox: serde_json::to_string(report).ok(),
             ..Entry::default()
@@ -97,7 +94,7 @@ fn refusal_entry(peer: Peer, req: &RunRequest, issued: Option<&Issued>, why: &st
         cwd: Some(req.cwd.clone()),
         tool: Some("Bash".into()),
         command: issued.map(|i| i.command.clone()),
-        decision: Some("refused".into()),
+        decision: Some(RunEvent::Refused.into()),
         reason: Some(why.to_owned()),
         peer: Some(peer.to_string()),
         decision_id: issued.map(|i| i.decision_id),
@@ -289,8 +286,8 @@ impl Engine {
             // A run committed by the operator's acceptance is told apart in the audit and the
             // export: its own decision, and the learned source.
             decision: Some(match accepted {
-                true => ACCEPTED_RUN.into(),
-                false => outcome.status.as_str().into(),
+                true => RunEvent::AcceptedRun.into(),
+                false => RunEvent::from(outcome.status).into(),
             }),
             source: Some(match accepted {
                 true => cmdgate_policy::wire::Source::Learned.into(),
@@ -376,7 +373,7 @@ impl Engine {
             tool_use_id: Some(report.tool_use_id.clone()),
             tool: Some(report.tool_name.clone()),
             command: Some(command.to_owned()),
-            decision: Some("rewrite_ignored".into()),
+            decision: Some(IntegrityEvent::RewriteIgnored.into()),
             reason: Some(reason),
             decision_id: Some(routed.decision_id),
             ..Entry::default()
@@ -401,7 +398,7 @@ impl Engine {
             .map_err(|e| UndoError::Refused(format!("the undo thread failed: {e}")))?;
         let (decision, reason, value, err) = match result {
             Ok(report) => (
-                "undone",
+                RunEvent::Undone,
                 format!(
                     "undid run {run_id}: restored {} paths",
                     report.restored.len()
@@ -415,7 +412,7 @@ impl Engine {
             Err(e) => {
                 let why = e.to_string();
                 (
-                    "undo_refused",
+                    RunEvent::UndoRefused,
                     format!("undo of run {run_id} refused: {why}"),
                     json!({}),
                     Some(why),

@@ -36,7 +36,7 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String], packs: Pa
 }
 use crate::engine::rules::rule_kind;
 use crate::engine::Engine;
-use crate::store::audit::{self, Entry, Kind};
+use crate::store::audit::{self, Entry, Kind, RuleChange};
 use crate::store::state::{self, RevisionConflict, RuleShown, StoredRule};
 use crate::store::StoreError;
 
@@ -115,7 +115,7 @@ pub struct NewRuleRequest {
 }
 
 /// The audit row of an operator's change to one rule.
-fn change_entry(rule: &StoredRule, what: &str, revision: i64) -> Entry {
+fn change_entry(rule: &StoredRule, what: RuleChange, revision: i64) -> Entry {
     Entry {
         at_ms: clock::now_ms(),
         kind: Kind::Rule,
@@ -162,12 +162,17 @@ impl Engine {
     /// `POST /admin/rules`: remember a decision (approve, reject, always-ask) for one exact command
     /// in one project. Learned entries come only from the daemon's own promotion.
     pub async fn rules_add(&self, add: NewRuleRequest) -> Result<RuleAdded, RuleError> {
-        if rule_kind(&add.kind).is_none_or(|k| k == RuleKind::Learned) {
-            return Err(RuleError::Invalid(format!(
-                "rule kind {:?} is not approve, reject or always_ask",
-                add.kind
-            )));
-        }
+        let change = match rule_kind(&add.kind) {
+            Some(RuleKind::Approve) => RuleChange::Approve,
+            Some(RuleKind::Reject) => RuleChange::Reject,
+            Some(RuleKind::AlwaysAsk) => RuleChange::AlwaysAsk,
+            Some(RuleKind::Learned) | None => {
+                return Err(RuleError::Invalid(format!(
+                    "rule kind {:?} is not approve, reject or always_ask",
+                    add.kind
+                )))
+            }
+        };
         let key = match shell::analyze(&add.command, &Limits::default()) {
             Analysis::Parsed(script) => {
                 if add.kind != "approve"
@@ -222,7 +227,7 @@ impl Engine {
             kind: Kind::Rule,
             project: Some(project.clone()),
             command: Some(add.command.clone()),
-            decision: Some(add.kind.clone()),
+            decision: Some(change.into()),
             note: add.note.clone(),
             ..Entry::default()
         };
@@ -271,7 +276,11 @@ impl Engine {
         enabled: bool,
         if_revision: Option<i64>,
     ) -> Result<RuleEnabled, RuleError> {
-        let what = if enabled { "enable" } else { "disable" };
+        let what = if enabled {
+            RuleChange::Enable
+        } else {
+            RuleChange::Disable
+        };
         let result = self
             .store
             .write(move |c| {
@@ -316,7 +325,7 @@ impl Engine {
                     };
                     state::remove_rule(c, id)?;
                     let revision = state::rules_revision(c)?;
-                    audit::append(c, change_entry(&rule, "remove", revision))?;
+                    audit::append(c, change_entry(&rule, RuleChange::Remove, revision))?;
                     Ok(true)
                 })
             })

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::breakers::BreakersSummary;
 use crate::engine::integrity::AuditFailures;
 use crate::engine::tiermaps::ProjectStatus;
-use crate::store::audit::AuditRow;
+use crate::store::audit::{AuditDecision, AuditRow, RunEvent};
 
 /// How many of the newest `run` audit rows the runs section counts.
 pub const RUNS_COUNTED: u32 = 1000;
@@ -111,21 +111,30 @@ pub fn runs_summary(rows: &[AuditRow], undoable: &[String]) -> StatusRuns {
     let mut newest: Vec<&AuditRow> = rows.iter().collect();
     newest.sort_by_key(|r| std::cmp::Reverse(r.id));
     for row in &newest {
-        let decision = row.entry.decision.as_deref().unwrap_or_default();
-        let counter = match decision {
-            "committed" => &mut s.committed,
-            crate::engine::redeem::ACCEPTED_RUN => &mut s.accepted,
-            "rolled_back" => &mut s.rolled_back,
-            "conflict" => &mut s.conflict,
-            "failed" => &mut s.failed,
-            "refused" => &mut s.refused,
-            "undone" => &mut s.undone,
-            "recovered" => &mut s.recovered,
-            _ => continue,
+        let Some(AuditDecision::Run(event)) = &row.entry.decision else {
+            continue;
+        };
+        let counter = match event {
+            RunEvent::Committed => &mut s.committed,
+            RunEvent::AcceptedRun => &mut s.accepted,
+            RunEvent::RolledBack => &mut s.rolled_back,
+            RunEvent::Conflict => &mut s.conflict,
+            RunEvent::Failed => &mut s.failed,
+            RunEvent::Refused => &mut s.refused,
+            RunEvent::Undone => &mut s.undone,
+            RunEvent::Recovered => &mut s.recovered,
+            RunEvent::UndoRefused | RunEvent::Applied | RunEvent::ApplyRefused => continue,
         };
         *counter += 1;
-        let is_run = cmdgate_policy::wire::run::RunStatus::parse(decision).is_some()
-            || decision == crate::engine::redeem::ACCEPTED_RUN;
+        // A run's own end (not a refusal, undo or recovery) is listed.
+        let is_run = matches!(
+            event,
+            RunEvent::Committed
+                | RunEvent::AcceptedRun
+                | RunEvent::RolledBack
+                | RunEvent::Conflict
+                | RunEvent::Failed
+        );
         if is_run && s.recent.len() < RUNS_LISTED {
             let run_id = row
                 .entry
@@ -139,7 +148,7 @@ pub fn runs_summary(rows: &[AuditRow], undoable: &[String]) -> StatusRuns {
                 run_id,
                 audit_id: row.id,
                 at_ms: row.entry.at_ms,
-                status: decision.to_owned(),
+                status: event.to_string(),
                 command: row.entry.command.clone().unwrap_or_default(),
                 exit_code: row.entry.exit_code,
             });
@@ -193,7 +202,7 @@ mod tests {
             entry: Entry {
                 at_ms: 1000 + id,
                 kind: Kind::Run,
-                decision: Some(decision.into()),
+                decision: Some(AuditDecision::parse(decision)),
                 command: Some(format!("cmd {id}")),
                 note: run.map(crate::engine::runs::run_note),
                 exit_code: Some(id % 3),

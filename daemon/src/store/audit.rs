@@ -179,6 +179,263 @@ text_enum! {
 }
 
 text_enum! {
+    /// The `decision` of a `run` row: how a mirrored run ended, or what the operator's undo,
+    /// apply and the daemon's start-up recovery did with one.
+    RunEvent {
+        /// Clean: its effects are in the workspace.
+        Committed => "committed",
+        /// Dirty, but committed by the operator's acceptance of exactly these refused effects
+        /// (source `learned`; `engine/accept.rs`).
+        AcceptedRun => "accepted_run",
+        /// Dirty: nothing it did reached the host.
+        RolledBack => "rolled_back",
+        /// Clean, but a target changed on the host meanwhile: nothing committed.
+        Conflict => "conflict",
+        /// Could not be finished or judged: nothing committed.
+        Failed => "failed",
+        /// A ticket redemption was refused (unknown, used, expired, another peer, …).
+        Refused => "refused",
+        /// Start-up recovery of interrupted commits and undos.
+        Recovered => "recovered",
+        /// The operator undid a committed run.
+        Undone => "undone",
+        /// The operator's undo was refused.
+        UndoRefused => "undo_refused",
+        /// The operator applied a kept rolled-back run.
+        Applied => "applied",
+        /// The operator's apply was refused.
+        ApplyRefused => "apply_refused",
+    }
+}
+
+impl From<cmdgate_policy::wire::run::RunStatus> for RunEvent {
+    fn from(s: cmdgate_policy::wire::run::RunStatus) -> RunEvent {
+        use cmdgate_policy::wire::run::RunStatus;
+        match s {
+            RunStatus::Committed => RunEvent::Committed,
+            RunStatus::RolledBack => RunEvent::RolledBack,
+            RunStatus::Conflict => RunEvent::Conflict,
+            RunStatus::Failed => RunEvent::Failed,
+        }
+    }
+}
+
+text_enum! {
+    /// The `decision` of a `rule` row: what the operator (or a person's answer that remembered
+    /// it) did to a rule.
+    RuleChange {
+        /// A remembered approval was added.
+        Approve => "approve",
+        /// A remembered rejection was added.
+        Reject => "reject",
+        /// An always-ask rule was added.
+        AlwaysAsk => "always_ask",
+        Enable => "enable",
+        Disable => "disable",
+        Remove => "remove",
+    }
+}
+
+text_enum! {
+    /// The `decision` of an `escape_hatch` row written by the operator's grant or revocation
+    /// (the hook's spooled escape-hatch rows carry a verdict).
+    HatchChange {
+        Granted => "granted",
+        Revoked => "revoked",
+    }
+}
+
+text_enum! {
+    /// The `decision` of an `integrity` row.
+    IntegrityEvent {
+        /// A routed call Claude Code ran without cmdgate's client (the rewrite was ignored).
+        RewriteIgnored => "rewrite_ignored",
+    }
+}
+
+/// The `decision` column: what a row says happened, one closed set per kind of row, stored as
+/// the same text it always was (so old rows read back and every hash still verifies):
+///
+/// - `allow`/`deny`/`ask` ([`Verdict`]): decisions, local allows, a person's answer, refused
+///   peers and sessions, the hook's escape-hatch rows;
+/// - `run` ([`AuditDecision::Mirrored`]): a decision row whose command went to a mirrored run;
+/// - [`RunEvent`], [`TiermapEvent`], [`LearnChange`], [`BreakerDecision`], [`RuleChange`],
+///   [`HatchChange`], [`IntegrityEvent`]: the rows of those kinds.
+///
+/// The texts of the sets are disjoint (a test checks it), so the text alone names the value.
+///
+/// Text no set knows reads back as [`AuditDecision::Unknown`], not as an error: the audit is
+/// evidence, and a row written by another build (older, newer, or a helper's branch) must still
+/// be shown, exported and verified — an error would make `cmdgate audit` and `verify` fail on the
+/// whole chain because of one row. An unknown decision keeps its exact text (so its hash
+/// verifies), is never read as a verdict (`Entry::verdict` is `None`) and is counted nowhere;
+/// nothing in the daemon can write one ([`UnknownDecision`] has no public constructor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuditDecision {
+    Verdict(Verdict),
+    Mirrored,
+    Run(RunEvent),
+    Tiermap(TiermapEvent),
+    Learn(LearnChange),
+    Breaker(BreakerDecision),
+    Rule(RuleChange),
+    Hatch(HatchChange),
+    Integrity(IntegrityEvent),
+    Unknown(UnknownDecision),
+}
+
+/// A `decision` text no build of this daemon writes, kept byte for byte (see [`AuditDecision`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownDecision(String);
+
+impl UnknownDecision {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+const VERDICTS: [Verdict; 3] = [Verdict::Allow, Verdict::Deny, Verdict::Ask];
+
+impl AuditDecision {
+    /// The stored text.
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        use std::borrow::Cow;
+        match self {
+            AuditDecision::Verdict(v) => Cow::Borrowed(v.as_str()),
+            AuditDecision::Mirrored => Cow::Borrowed("run"),
+            AuditDecision::Run(e) => Cow::Borrowed(e.as_str()),
+            AuditDecision::Tiermap(e) => Cow::Borrowed(e.as_str()),
+            AuditDecision::Learn(e) => Cow::Borrowed(e.as_str()),
+            AuditDecision::Breaker(b) => Cow::Owned(b.encode()),
+            AuditDecision::Rule(e) => Cow::Borrowed(e.as_str()),
+            AuditDecision::Hatch(e) => Cow::Borrowed(e.as_str()),
+            AuditDecision::Integrity(e) => Cow::Borrowed(e.as_str()),
+            AuditDecision::Unknown(u) => Cow::Borrowed(u.as_str()),
+        }
+    }
+
+    /// The value stored as `text`; never fails, and `parse(t).text() == t` for every `t`.
+    pub fn parse(text: &str) -> AuditDecision {
+        if let Some(v) = VERDICTS.into_iter().find(|v| v.as_str() == text) {
+            return AuditDecision::Verdict(v);
+        }
+        if text == "run" {
+            return AuditDecision::Mirrored;
+        }
+        if let Some(e) = RunEvent::parse(text) {
+            return AuditDecision::Run(e);
+        }
+        if let Some(e) = TiermapEvent::parse(text) {
+            return AuditDecision::Tiermap(e);
+        }
+        if let Some(e) = LearnChange::parse(text) {
+            return AuditDecision::Learn(e);
+        }
+        if let Some(e) = RuleChange::parse(text) {
+            return AuditDecision::Rule(e);
+        }
+        if let Some(e) = HatchChange::parse(text) {
+            return AuditDecision::Hatch(e);
+        }
+        if let Some(e) = IntegrityEvent::parse(text) {
+            return AuditDecision::Integrity(e);
+        }
+        // A breaker row's JSON is typed only when it re-encodes to the same bytes, so no stored
+        // text is ever rewritten (its hash covers it).
+        if let Some(b) = BreakerDecision::decode(text).filter(|b| b.encode() == text) {
+            return AuditDecision::Breaker(b);
+        }
+        AuditDecision::Unknown(UnknownDecision(text.to_owned()))
+    }
+
+    /// The verdict, when the row records one.
+    pub fn verdict(&self) -> Option<Verdict> {
+        match self {
+            AuditDecision::Verdict(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl From<Verdict> for AuditDecision {
+    fn from(v: Verdict) -> AuditDecision {
+        AuditDecision::Verdict(v)
+    }
+}
+
+impl From<RunEvent> for AuditDecision {
+    fn from(e: RunEvent) -> AuditDecision {
+        AuditDecision::Run(e)
+    }
+}
+
+impl From<TiermapEvent> for AuditDecision {
+    fn from(e: TiermapEvent) -> AuditDecision {
+        AuditDecision::Tiermap(e)
+    }
+}
+
+impl From<LearnChange> for AuditDecision {
+    fn from(e: LearnChange) -> AuditDecision {
+        AuditDecision::Learn(e)
+    }
+}
+
+impl From<BreakerDecision> for AuditDecision {
+    fn from(b: BreakerDecision) -> AuditDecision {
+        AuditDecision::Breaker(b)
+    }
+}
+
+impl From<RuleChange> for AuditDecision {
+    fn from(e: RuleChange) -> AuditDecision {
+        AuditDecision::Rule(e)
+    }
+}
+
+impl From<HatchChange> for AuditDecision {
+    fn from(e: HatchChange) -> AuditDecision {
+        AuditDecision::Hatch(e)
+    }
+}
+
+impl From<IntegrityEvent> for AuditDecision {
+    fn from(e: IntegrityEvent) -> AuditDecision {
+        AuditDecision::Integrity(e)
+    }
+}
+
+impl std::fmt::Display for AuditDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(&self.text())
+    }
+}
+
+impl Serialize for AuditDecision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text())
+    }
+}
+
+impl<'de> Deserialize<'de> for AuditDecision {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(AuditDecision::parse(&String::deserialize(d)?))
+    }
+}
+
+impl rusqlite::types::ToSql for AuditDecision {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        Ok(rusqlite::types::ToSqlOutput::from(self.text().into_owned()))
+    }
+}
+
+impl rusqlite::types::FromSql for AuditDecision {
+    fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
+        Ok(AuditDecision::parse(v.as_str()?))
+    }
+}
+
+text_enum! {
     /// The strictest tier a command's parts matched in the tier map, or `unknown` (some part
     /// matched no entry, or the command could not be analysed). The `tier` column.
     TierSeen {
@@ -337,8 +594,9 @@ pub struct Entry {
     pub parts: Option<String>,
     /// The strictest tier any part matched in the tier map, or `unknown`.
     pub tier: Option<TierSeen>,
-    /// `allow` / `deny` / `ask`.
-    pub decision: Option<String>,
+    /// What the row says happened: a verdict, a run's end, a breaker transition, … (typed by
+    /// kind of row, stored as text: [`AuditDecision`]).
+    pub decision: Option<AuditDecision>,
     /// The deciding source (stored by its name, [`AuditSource::as_str`]).
     pub source: Option<AuditSource>,
     /// The rule or evidence that decided.
@@ -367,9 +625,7 @@ impl Entry {
     /// The verdict a decision-like row records (`allow`, `deny` or `ask` in `decision`); `None`
     /// for rows whose `decision` says something else (a breaker transition, a run's status, …).
     pub fn verdict(&self) -> Option<Verdict> {
-        [Verdict::Allow, Verdict::Deny, Verdict::Ask]
-            .into_iter()
-            .find(|v| self.decision.as_deref() == Some(v.as_str()))
+        self.decision.as_ref().and_then(AuditDecision::verdict)
     }
 }
 
@@ -824,15 +1080,24 @@ impl rusqlite::types::ToSql for BreakerDecision {
     }
 }
 
+impl BreakerDecision {
+    /// The value stored as `text`, if it is one.
+    pub fn decode(text: &str) -> Option<BreakerDecision> {
+        if text == "reset" {
+            return Some(BreakerDecision::OperatorReset);
+        }
+        serde_json::from_str(text)
+            .ok()
+            .map(BreakerDecision::Transition)
+    }
+}
+
 impl rusqlite::types::FromSql for BreakerDecision {
     fn column_result(v: rusqlite::types::ValueRef<'_>) -> rusqlite::types::FromSqlResult<Self> {
         let text = v.as_str()?;
-        if text == "reset" {
-            return Ok(BreakerDecision::OperatorReset);
-        }
-        serde_json::from_str(text)
-            .map(BreakerDecision::Transition)
-            .map_err(|e| rusqlite::types::FromSqlError::Other(Box::new(e)))
+        BreakerDecision::decode(text).ok_or_else(|| {
+            rusqlite::types::FromSqlError::Other(format!("not a breaker decision {text:?}").into())
+        })
     }
 }
 
@@ -910,7 +1175,7 @@ mod tests {
             at_ms: 1,
             kind: Kind::Decision,
             command: Some(cmd.into()),
-            decision: Some("deny".into()),
+            decision: Some(Verdict::Deny.into()),
             tiermap_revision: Some(3),
             success: Some(false),
             ..Entry::default()
@@ -1034,7 +1299,7 @@ mod breaker_decision_tests {
             at_ms: 7,
             kind: Kind::Decision,
             tier: Some(TierSeen::Ask),
-            decision: Some("ask".into()),
+            decision: Some(cmdgate_policy::wire::Verdict::Ask.into()),
             source: Some(cmdgate_policy::wire::Source::TierRule.into()),
             ..Entry::default()
         };
@@ -1105,5 +1370,123 @@ mod breaker_decision_tests {
         assert!(conn
             .query_row("SELECT 'decisions'", [], |r| r.get::<_, Kind>(0))
             .is_err());
+    }
+}
+
+#[cfg(test)]
+mod audit_decision_tests {
+    use super::*;
+    use cmdgate_policy::breaker::Transition;
+
+    /// Every value the daemon writes.
+    fn every_written() -> Vec<AuditDecision> {
+        let mut all: Vec<AuditDecision> = VERDICTS.into_iter().map(Into::into).collect();
+        all.push(AuditDecision::Mirrored);
+        all.extend(RunEvent::ALL.iter().map(|&e| AuditDecision::from(e)));
+        all.extend(TiermapEvent::ALL.iter().map(|&e| AuditDecision::from(e)));
+        all.extend(LearnChange::ALL.iter().map(|&e| AuditDecision::from(e)));
+        all.extend(RuleChange::ALL.iter().map(|&e| AuditDecision::from(e)));
+        all.extend(HatchChange::ALL.iter().map(|&e| AuditDecision::from(e)));
+        all.extend(IntegrityEvent::ALL.iter().map(|&e| AuditDecision::from(e)));
+        all.extend(
+            [
+                Transition::Tripped { score: 9 },
+                Transition::Reopened,
+                Transition::HalfOpened,
+                Transition::Closed,
+                Transition::Reset,
+            ]
+            .map(|t| AuditDecision::from(BreakerDecision::Transition(t))),
+        );
+        all.push(BreakerDecision::OperatorReset.into());
+        all
+    }
+
+    #[test]
+    fn every_written_decision_reads_back_as_itself_and_the_texts_are_disjoint() {
+        let all = every_written();
+        let texts: std::collections::HashSet<String> =
+            all.iter().map(|d| d.text().into_owned()).collect();
+        assert_eq!(texts.len(), all.len(), "two values share a stored text");
+        let conn = Connection::open_in_memory().unwrap();
+        for d in all {
+            assert_eq!(AuditDecision::parse(&d.text()), d);
+            // The column and the hashed JSON hold the same text.
+            let stored: String = conn.query_row("SELECT ?1", [&d], |r| r.get(0)).unwrap();
+            assert_eq!(stored, d.text());
+            assert_eq!(serde_json::to_value(&d).unwrap(), stored.as_str());
+            let back: AuditDecision = conn.query_row("SELECT ?1", [&d], |r| r.get(0)).unwrap();
+            assert_eq!(back, d);
+            let json: AuditDecision =
+                serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+            assert_eq!(json, d);
+        }
+    }
+
+    #[test]
+    fn the_texts_of_earlier_builds_keep_their_meaning() {
+        // What the string-typed column held, row kind by row kind.
+        let cases: [(&str, AuditDecision); 12] = [
+            ("allow", Verdict::Allow.into()),
+            ("deny", Verdict::Deny.into()),
+            ("ask", Verdict::Ask.into()),
+            ("run", AuditDecision::Mirrored),
+            ("rolled_back", RunEvent::RolledBack.into()),
+            ("apply_refused", RunEvent::ApplyRefused.into()),
+            ("accepted", TiermapEvent::Accepted.into()),
+            ("demoted", LearnChange::Demoted.into()),
+            ("always_ask", RuleChange::AlwaysAsk.into()),
+            ("revoked", HatchChange::Revoked.into()),
+            ("rewrite_ignored", IntegrityEvent::RewriteIgnored.into()),
+            (
+                r#"{"transition":"tripped","score":5}"#,
+                BreakerDecision::Transition(Transition::Tripped { score: 5 }).into(),
+            ),
+        ];
+        for (text, d) in cases {
+            assert_eq!(AuditDecision::parse(text), d, "{text}");
+        }
+    }
+
+    #[test]
+    fn unknown_text_reads_back_unchanged_and_is_never_a_verdict() {
+        let conn = Connection::open_in_memory().unwrap();
+        crate::store::migrations::MIGRATIONS
+            .iter()
+            .for_each(|m| conn.execute_batch(m).unwrap());
+        // A value of another build, a verdict's other spelling, and a breaker transition in a
+        // key order this build does not write (re-encoding it would change the hashed bytes).
+        for text in [
+            "quarantined",
+            "ALLOW",
+            "allow ",
+            "",
+            r#"{"score":5,"transition":"tripped"}"#,
+            r#"{"transition":"melted"}"#,
+        ] {
+            let d = AuditDecision::parse(text);
+            assert!(matches!(d, AuditDecision::Unknown(_)), "{text:?}: {d:?}");
+            assert_eq!(d.text(), text);
+            assert_eq!(d.verdict(), None);
+            let e = Entry {
+                at_ms: 1,
+                kind: Kind::Decision,
+                decision: Some(d.clone()),
+                ..Entry::default()
+            };
+            let row = append(&conn, e.clone()).unwrap();
+            let stored: String = conn
+                .query_row(
+                    "SELECT decision FROM command_audit WHERE id = ?1",
+                    [row.id],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(stored, text);
+            let back = get(&conn, row.id).unwrap().unwrap();
+            assert_eq!(back.entry, e);
+            assert_eq!(back.entry.verdict(), None);
+        }
+        assert!(verify(&conn).unwrap().ok());
     }
 }

@@ -32,7 +32,7 @@ fn request(command: &str) -> Entry {
         tool: Some("Bash".into()),
         command: Some(command.into()),
         tier: Some(TierSeen::Ask),
-        decision: Some("ask".into()),
+        decision: Some(Verdict::Ask.into()),
         source: Some(Source::TierRule.into()),
         reason: Some("tier 2: a person decides".into()),
         tiermap_revision: Some(3),
@@ -242,7 +242,7 @@ async fn a_remembered_rejection_tells_the_model_the_operators_note() {
     // The daemon records that decision; the export joins the rule's note.
     store
         .append(Entry {
-            decision: Some("deny".into()),
+            decision: Some(Verdict::Deny.into()),
             source: Some(Source::Remembered.into()),
             rule: ev.rule.clone(),
             reason: Some(ev.reason.clone()),

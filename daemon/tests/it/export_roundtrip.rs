@@ -104,7 +104,7 @@ fn decision(i: usize) -> Entry {
         tool_input: Some(serde_json::json!({ "command": command }).to_string()),
         command: Some(command),
         tier: Some(audit::TierSeen::parse(tier).expect("a tier")),
-        decision: Some(decision.into()),
+        decision: Some(audit::AuditDecision::parse(decision)),
         source: Some(audit::parse_source(source).expect("a source")),
         rule: (source == "builtin").then(|| "built-in:rm-root".to_owned()),
         reason: Some(format!("{decision} by {source}")),
@@ -136,7 +136,7 @@ fn fixture() -> Fixture {
     for i in 0..ROWS {
         let row = audit::append(&tx, decision(i)).unwrap();
         examples += 1;
-        if i % 5 == 1 && row.entry.decision.as_deref() == Some("allow") {
+        if i % 5 == 1 && row.entry.verdict() == Some(cmdgate_policy::wire::Verdict::Allow) {
             audit::append(
                 &tx,
                 Entry {
@@ -169,7 +169,9 @@ fn fixture() -> Fixture {
                 Entry {
                     at_ms: 1_000_000 + i as i64,
                     kind: Kind::Breaker,
-                    decision: Some(r#"{"transition":"tripped","score":12}"#.into()),
+                    decision: Some(audit::AuditDecision::parse(
+                        r#"{"transition":"tripped","score":12}"#,
+                    )),
                     ..Entry::default()
                 },
             )

@@ -17,7 +17,7 @@ fn decided(i: i64, command: &str, decision: &str, source: &str, tier: &str) -> E
         project: Some(if i % 2 == 0 { "/p/a" } else { "/p/b" }.into()),
         tool: Some("Bash".into()),
         command: Some(command.into()),
-        decision: Some(decision.into()),
+        decision: Some(audit::AuditDecision::parse(decision)),
         source: Some(audit::parse_source(source).expect("a source")),
         tier: Some(audit::TierSeen::parse(tier).expect("a tier")),
         // Latencies 1..=9 ms for daemon decisions.
@@ -59,7 +59,7 @@ fn fill(db: &std::path::Path) {
     let event = |kind: Kind, decision: &str| Entry {
         at_ms: 2_000,
         kind,
-        decision: Some(decision.into()),
+        decision: Some(audit::AuditDecision::parse(decision)),
         ..Entry::default()
     };
     for e in [

@@ -40,7 +40,7 @@ use crate::api::types::{AddRule, AnswerPending, PendingAnswer, ResetBreaker, Rul
 use crate::api::{ApiRequest, ApiResponse, Handler, Peer, Role};
 use crate::clock;
 use crate::engine::pending::PendingInfo;
-use crate::store::audit::{AuditRow, Query};
+use crate::store::audit::{AuditDecision, AuditRow, Query, RuleChange};
 use crate::store::state::StoredRule;
 use auth::{Auth, Headers, Refusal};
 use pages::Seen;
@@ -628,10 +628,10 @@ async fn changes_since<B: Backend>(console: &Console<B>, after: Option<i64>) -> 
                     "#{} {} {} {}",
                     r.id,
                     e.rule.as_deref().unwrap_or("a rule"),
-                    match e.decision.as_deref() {
-                        Some("enable") => "enabled".to_owned(),
-                        Some("disable") => "disabled".to_owned(),
-                        Some("remove") => "removed".to_owned(),
+                    match &e.decision {
+                        Some(AuditDecision::Rule(RuleChange::Enable)) => "enabled".to_owned(),
+                        Some(AuditDecision::Rule(RuleChange::Disable)) => "disabled".to_owned(),
+                        Some(AuditDecision::Rule(RuleChange::Remove)) => "removed".to_owned(),
                         Some(other) => format!("{other} added"),
                         None => "changed".to_owned(),
                     },

@@ -311,7 +311,7 @@ fn history_row(r: &AuditRow) -> Markup {
             summary {
                 span.id { "#" (r.id) }
                 span.when { (time(e.at_ms)) }
-                (badge(e.decision.as_deref()))
+                (badge(e.decision.as_ref().map(|d| d.text()).as_deref()))
                 span.source { (e.source.map_or(e.kind.as_str(), AuditSource::as_str)) }
                 code.cmd { (e.command.as_deref().or(e.tool.as_deref()).unwrap_or("")) }
                 span.rule { (e.rule.as_deref().unwrap_or("")) }
@@ -452,7 +452,7 @@ pub fn rule_detail(v: &Value) -> Markup {
                 @for r in rows.iter().take(20) {
                     li {
                         a href={ "/history?text=" (urlencode(r.entry.command.as_deref().unwrap_or(""))) } { "#" (r.id) }
-                        " " (time(r.entry.at_ms)) " " (badge(r.entry.decision.as_deref())) " "
+                        " " (time(r.entry.at_ms)) " " (badge(r.entry.decision.as_ref().map(|d| d.text()).as_deref())) " "
                         code { (r.entry.command.as_deref().unwrap_or("")) }
                     }
                 }
