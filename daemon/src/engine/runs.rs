@@ -222,6 +222,9 @@ impl Runs {
     /// judged and committed or rolled back. The end frame is the caller's to send. A dirty run
     /// whose refusals have exactly one of the `accepted` signatures (the operator's acceptance,
     /// loaded for the command at redemption) is committed instead of rolled back.
+    ///
+    /// Steps: start the mirror → its proxy → output pumps and heartbeat → wait → judge the
+    /// effects ([`Runs::judge`]) → commit, keep or discard ([`Runs::settle`]) → masked opens.
     pub async fn run(
         &self,
         issued: &Issued,
@@ -229,23 +232,8 @@ impl Runs {
         tx: mpsc::Sender<Vec<u8>>,
         accepted: &[cmdgate_policy::learn::accept::Accepting],
     ) -> Outcome {
-        let failed = |run_id: String, why: String| Outcome {
-            run_id,
-            exit: None,
-            signal: None,
-            status: RunStatus::Failed,
-            message: format!(
-                "cmdgate: the run of `{}` could not be finished ({why}); nothing was committed. \
-                 Retry, or tell the user (`cmdgate status`).",
-                issued.command
-            ),
-            detail: serde_json::json!({"status": "failed", "why": why}),
-            judged: None,
-            kept: None,
-            acceptance: RunAcceptance::None,
-        };
         if let Some(why) = &self.unavailable {
-            return failed(String::new(), format!("mirror unavailable: {why}"));
+            return failed(issued, String::new(), format!("mirror unavailable: {why}"));
         }
         let cfg = self.run_config(issued);
         let cmd = MirrorCommand {
@@ -254,78 +242,31 @@ impl Runs {
             env,
         };
         let Ok(_permit) = self.slots.clone().acquire_owned().await else {
-            return failed(String::new(), "no run slot".into());
+            return failed(issued, String::new(), "no run slot".into());
         };
         let started = Instant::now();
-        let run = match tokio::task::spawn_blocking(move || mirror::start(&cfg, &cmd)).await {
+        let mut run = match tokio::task::spawn_blocking(move || mirror::start(&cfg, &cmd)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return failed(String::new(), format!("the mirror did not start: {e}")),
-            Err(e) => return failed(String::new(), format!("the start thread failed: {e}")),
-        };
-        let mut run = run;
-        let run_id = run.run_id().to_owned();
-        let killer = run.killer();
-        // The proxy's listener arrives from the run's pid 1 during setup (None: setup failed,
-        // and the run reports why).
-        let proxy = match run.take_proxy() {
-            None => None,
-            Some(handoff) => {
-                let listener = tokio::task::spawn_blocking(move || handoff.receive())
-                    .await
-                    .ok()
-                    .flatten();
-                let patterns = issued.plan.options.hosts.clone();
-                match listener.map(|l| Proxy::start(l, patterns, self.network.clone())) {
-                    Some(Ok(p)) => Some(p),
-                    Some(Err(_)) | None => {
-                        killer.kill();
-                        None
-                    }
-                }
+            Ok(Err(e)) => {
+                return failed(
+                    issued,
+                    String::new(),
+                    format!("the mirror did not start: {e}"),
+                )
+            }
+            Err(e) => {
+                return failed(
+                    issued,
+                    String::new(),
+                    format!("the start thread failed: {e}"),
+                )
             }
         };
-        let pumps: Vec<_> = [(run.take_stdout(), false), (run.take_stderr(), true)]
-            .into_iter()
-            .filter_map(|(f, is_err)| f.map(|f| (f, is_err)))
-            .map(|(mut file, is_err)| {
-                let tx = tx.clone();
-                let killer = killer.clone();
-                std::thread::spawn(move || {
-                    let mut buf = vec![0u8; 16 * 1024];
-                    let mut gone = false;
-                    loop {
-                        match file.read(&mut buf) {
-                            Ok(0) => break,
-                            Ok(n) if !gone => {
-                                let frames = output_frames(is_err, &buf[..n]);
-                                if tx.blocking_send(frames).is_err() {
-                                    // The client went away: kill the run, drain what is left.
-                                    gone = true;
-                                    killer.kill();
-                                }
-                            }
-                            Ok(_) => {}
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(_) => break,
-                        }
-                    }
-                })
-            })
-            .collect();
-        let heartbeat = {
-            let tx = tx.clone();
-            let killer = killer.clone();
-            tokio::spawn(async move {
-                let beat = Frame::Heartbeat.encode();
-                loop {
-                    tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)).await;
-                    if tx.send(beat.clone()).await.is_err() {
-                        killer.kill();
-                        return;
-                    }
-                }
-            })
-        };
+        let run_id = run.run_id().to_owned();
+        let killer = run.killer();
+        let proxy = self.start_proxy(&mut run, &killer, issued).await;
+        let pumps = pump_output(&mut run, &tx, &killer);
+        let heartbeat = heartbeat(tx.clone(), killer);
         let waited = tokio::task::spawn_blocking(move || {
             let finished = run.wait();
             for p in pumps {
@@ -341,37 +282,80 @@ impl Runs {
         };
         let finished = match waited {
             Ok(Ok(f)) => f,
-            Ok(Err(e)) => return failed(run_id, format!("sandbox error: {e}")),
-            Err(e) => return failed(run_id, format!("the run thread failed: {e}")),
+            Ok(Err(e)) => return failed(issued, run_id, format!("sandbox error: {e}")),
+            Err(e) => return failed(issued, run_id, format!("the run thread failed: {e}")),
         };
         let client_gone = tx.is_closed();
+        let limit = self.run_config(issued).limits.timeout;
+        let mut detail = run_detail(
+            &run_id,
+            &finished,
+            network.as_ref(),
+            (limit, issued.tool_timeout_ms),
+            started,
+        );
+        let mut outcome = self.judge(
+            issued,
+            &run_id,
+            &finished,
+            network.as_ref(),
+            accepted,
+            client_gone,
+        );
+        let effects: Vec<Effect> = finished.run.effects.clone();
+        self.settle(issued, &mut outcome, &mut detail, finished)
+            .await;
+        detail["status"] = serde_json::json!(outcome.status.as_str());
+        detail["effects"] = serde_json::to_value(&effects).unwrap_or_default();
+        detail["acceptance"] = outcome
+            .acceptance
+            .detail(&issued.plan.key, issued.classification.as_deref());
+        note_masked_opens(issued, &effects, &mut outcome, &mut detail);
+        outcome.detail = detail;
+        outcome
+    }
+
+    /// The proxy of a run whose entry lists hosts. Its listener arrives from the run's pid 1
+    /// during setup; when setup failed (no listener) or the proxy cannot start, the run is
+    /// killed (and reports why).
+    async fn start_proxy(
+        &self,
+        run: &mut mirror::MirrorRun,
+        killer: &mirror::Killer,
+        issued: &Issued,
+    ) -> Option<Proxy> {
+        let handoff = run.take_proxy()?;
+        let listener = tokio::task::spawn_blocking(move || handoff.receive())
+            .await
+            .ok()
+            .flatten();
+        let patterns = issued.plan.options.hosts.clone();
+        match listener.map(|l| Proxy::start(l, patterns, self.network.clone())) {
+            Some(Ok(p)) => Some(p),
+            Some(Err(_)) | None => {
+                killer.kill();
+                None
+            }
+        }
+    }
+
+    /// What the run came to, from its effects (never its exit status): killed or timed out ⇒
+    /// failed; a refused host, dirty effects or a protected path ⇒ rolled back, unless the
+    /// operator accepted exactly these refused effects (`accepted`); else committed (the commit
+    /// itself is [`Runs::settle`]'s).
+    fn judge(
+        &self,
+        issued: &Issued,
+        run_id: &str,
+        finished: &mirror::Finished,
+        network: Option<&crate::engine::proxy::Report>,
+        accepted: &[cmdgate_policy::learn::accept::Accepting],
+        client_gone: bool,
+    ) -> Outcome {
         let tr = &finished.run;
-        let scratch: Vec<String> = finished
-            .uncommitted_writes()
-            .map(|e| e.to_string())
-            .collect();
-        let kept_writes: Vec<String> = finished
-            .kept
-            .kept_writes()
-            .map(|p| p.display().to_string())
-            .collect();
-        let refused_network = network.as_ref().map(|n| n.refusals()).unwrap_or_default();
-        let mut detail = serde_json::json!({
-            "network": network,
-            "run_id": run_id,
-            "exit": tr.exit,
-            "signal": tr.signal,
-            "timed_out": tr.timed_out,
-            "limit_s": self.run_config(issued).limits.timeout.as_secs(),
-            "tool_timeout_ms": issued.tool_timeout_ms,
-            "killed": finished.killed,
-            "duration_ms": started.elapsed().as_millis() as u64,
-            "clean": tr.clean,
-            "why": tr.why,
-            "effects": tr.effects,
-        });
+        let refused_network = network.map(|n| n.refusals()).unwrap_or_default();
         let base = |status: RunStatus, message: String, judged: Option<bool>| Outcome {
-            run_id: run_id.clone(),
+            run_id: run_id.to_owned(),
             exit: tr.exit,
             signal: tr.signal,
             status,
@@ -400,7 +384,7 @@ impl Runs {
                 false => w.clone(),
             })
             .collect();
-        let mut outcome = if finished.killed || client_gone {
+        if finished.killed || client_gone {
             base(
                 RunStatus::Failed,
                 format!(
@@ -486,90 +470,30 @@ impl Runs {
             }
         } else {
             base(RunStatus::Committed, String::new(), Some(true))
-        };
-        let effects: Vec<Effect> = tr.effects.clone();
+        }
+    }
+
+    /// What happens to the run's upper dir after the judgement: committed (a conflict or a
+    /// refusal of the commit changes the outcome), kept for the operator after a rollback, or
+    /// discarded.
+    async fn settle(
+        &self,
+        issued: &Issued,
+        outcome: &mut Outcome,
+        detail: &mut serde_json::Value,
+        finished: mirror::Finished,
+    ) {
         if outcome.status == RunStatus::Committed {
-            let kept = finished.kept;
-            let cfg = self.commit.clone();
-            let state_dir = self.state_dir.clone();
-            let limits = self.journal;
-            let keeper = self.keeper.clone();
-            let committed = {
-                let keeper = keeper.clone();
-                tokio::task::spawn_blocking(move || keeper.commit(kept, &cfg)).await
-            };
-            if matches!(committed, Ok(Ok(_))) {
-                // Off the run's critical path (it reads every journaled manifest); safe while
-                // other runs commit.
-                tokio::task::spawn_blocking(move || keeper.prune(&state_dir, &limits));
-            }
-            match committed {
-                Ok(Ok(report)) => {
-                    detail["commit"] = serde_json::to_value(&report).unwrap_or_default();
-                    detail["undo"] = serde_json::json!(report.run_id);
-                    if !scratch.is_empty() {
-                        let kept = if kept_writes.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" and the entry's write= paths ({})", kept_writes.join(", "))
-                        };
-                        let line = format!(
-                            "cmdgate: committed. Writes outside the workspace{kept} stayed in \
-                             the mirror and are gone: {}",
-                            scratch.join("; ")
-                        );
-                        outcome.message = match outcome.message.is_empty() {
-                            true => line,
-                            false => format!("{} {line}", outcome.message),
-                        };
-                    }
-                }
-                Ok(Err(CommitError::Conflict { problems, kept })) => {
-                    let _ = kept.discard();
-                    let named: Vec<String> = problems.iter().map(|c| c.to_string()).collect();
-                    detail["conflicts"] = serde_json::json!(named);
-                    outcome.status = RunStatus::Conflict;
-                    outcome.judged = None;
-                    outcome.message = format!(
-                        "cmdgate: nothing of `{}` was committed: what it changed was changed on \
-                         the host while it ran ({}). Run it again.",
-                        issued.command,
-                        named.join("; ")
-                    );
-                }
-                Ok(Err(CommitError::Refused { problems, kept })) => {
-                    let _ = kept.discard();
-                    let named: Vec<String> = problems.iter().map(|c| c.to_string()).collect();
-                    detail["refused"] = serde_json::json!(named);
-                    outcome.status = RunStatus::RolledBack;
-                    outcome.judged = Some(false);
-                    outcome.message = rollback_message(&issued.command, &named);
-                    outcome.acceptance = RunAcceptance::NotAcceptable(format!(
-                        "the commit refused: {}",
-                        named.join("; ")
-                    ));
-                }
-                Ok(Err(e)) => {
-                    let why = format!("commit failed: {e}");
-                    if let CommitError::Killed(kept) | CommitError::Io { kept, .. } = e {
-                        let _ = kept.discard();
-                    }
-                    outcome = failed(run_id.clone(), why);
-                    outcome.exit = tr.exit;
-                    outcome.signal = tr.signal;
-                }
-                Err(e) => {
-                    outcome = failed(run_id.clone(), format!("the commit thread failed: {e}"));
-                }
-            }
+            self.commit(issued, outcome, detail, finished).await;
         } else if outcome.status == RunStatus::RolledBack && self.config.keep_rolled_back_secs > 0 {
             // Kept for the operator: `cmdgate runs show RUN --diff`, then `cmdgate apply RUN`.
             outcome.kept = self.keep(finished.kept, issued.background).await;
             if let Some(k) = &outcome.kept {
                 detail["kept_until"] = serde_json::json!(k.until_secs);
                 outcome.message.push_str(&format!(
-                    " The operator can review it (`cmdgate runs show {run_id} --diff`) and apply \
-                     it."
+                    " The operator can review it (`cmdgate runs show {} --diff`) and apply \
+                     it.",
+                    outcome.run_id
                 ));
             }
         } else {
@@ -577,29 +501,226 @@ impl Runs {
             // A discard that fails leaves a dir `recover` removes at the next start.
             let _ = tokio::task::spawn_blocking(move || kept.discard()).await;
         }
-        detail["status"] = serde_json::json!(outcome.status.as_str());
-        detail["effects"] = serde_json::to_value(&effects).unwrap_or_default();
-        detail["acceptance"] = outcome
-            .acceptance
-            .detail(&issued.plan.key, issued.classification.as_deref());
-        let masked = crate::engine::apply::masked_opens(&effects, &issued.home);
-        if !masked.is_empty() {
-            detail["masked_opens"] = serde_json::json!(masked);
-            let line = format!(
-                "cmdgate: `{}` tried to open paths cmdgate masks (secrets, cmdgate's own files); \
-                 in the mirror they are empty: {}. If the command needs one, ask the user.",
-                issued.command,
-                masked.join(", ")
-            );
-            outcome.message = if outcome.message.is_empty() {
-                line
-            } else {
-                format!("{} {line}", outcome.message)
-            };
-        }
-        outcome.detail = detail;
-        outcome
     }
+
+    /// Commits a clean run (then prunes the journal off the run's path); a conflict with the
+    /// host or a refused entry commits nothing and changes the outcome.
+    async fn commit(
+        &self,
+        issued: &Issued,
+        outcome: &mut Outcome,
+        detail: &mut serde_json::Value,
+        finished: mirror::Finished,
+    ) {
+        let scratch: Vec<String> = finished
+            .uncommitted_writes()
+            .map(|e| e.to_string())
+            .collect();
+        let kept_writes: Vec<String> = finished
+            .kept
+            .kept_writes()
+            .map(|p| p.display().to_string())
+            .collect();
+        let (exit, signal) = (finished.run.exit, finished.run.signal);
+        let kept = finished.kept;
+        let cfg = self.commit.clone();
+        let state_dir = self.state_dir.clone();
+        let limits = self.journal;
+        let keeper = self.keeper.clone();
+        let committed = {
+            let keeper = keeper.clone();
+            tokio::task::spawn_blocking(move || keeper.commit(kept, &cfg)).await
+        };
+        if matches!(committed, Ok(Ok(_))) {
+            // Off the run's critical path (it reads every journaled manifest); safe while
+            // other runs commit.
+            tokio::task::spawn_blocking(move || keeper.prune(&state_dir, &limits));
+        }
+        match committed {
+            Ok(Ok(report)) => {
+                detail["commit"] = serde_json::to_value(&report).unwrap_or_default();
+                detail["undo"] = serde_json::json!(report.run_id);
+                if !scratch.is_empty() {
+                    let kept = if kept_writes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" and the entry's write= paths ({})", kept_writes.join(", "))
+                    };
+                    let line = format!(
+                        "cmdgate: committed. Writes outside the workspace{kept} stayed in \
+                         the mirror and are gone: {}",
+                        scratch.join("; ")
+                    );
+                    outcome.message = match outcome.message.is_empty() {
+                        true => line,
+                        false => format!("{} {line}", outcome.message),
+                    };
+                }
+            }
+            Ok(Err(CommitError::Conflict { problems, kept })) => {
+                let _ = kept.discard();
+                let named: Vec<String> = problems.iter().map(|c| c.to_string()).collect();
+                detail["conflicts"] = serde_json::json!(named);
+                outcome.status = RunStatus::Conflict;
+                outcome.judged = None;
+                outcome.message = format!(
+                    "cmdgate: nothing of `{}` was committed: what it changed was changed on \
+                     the host while it ran ({}). Run it again.",
+                    issued.command,
+                    named.join("; ")
+                );
+            }
+            Ok(Err(CommitError::Refused { problems, kept })) => {
+                let _ = kept.discard();
+                let named: Vec<String> = problems.iter().map(|c| c.to_string()).collect();
+                detail["refused"] = serde_json::json!(named);
+                outcome.status = RunStatus::RolledBack;
+                outcome.judged = Some(false);
+                outcome.message = rollback_message(&issued.command, &named);
+                outcome.acceptance = RunAcceptance::NotAcceptable(format!(
+                    "the commit refused: {}",
+                    named.join("; ")
+                ));
+            }
+            Ok(Err(e)) => {
+                let why = format!("commit failed: {e}");
+                if let CommitError::Killed(kept) | CommitError::Io { kept, .. } = e {
+                    let _ = kept.discard();
+                }
+                *outcome = failed(issued, outcome.run_id.clone(), why);
+                outcome.exit = exit;
+                outcome.signal = signal;
+            }
+            Err(e) => {
+                *outcome = failed(
+                    issued,
+                    outcome.run_id.clone(),
+                    format!("the commit thread failed: {e}"),
+                );
+            }
+        }
+    }
+}
+
+/// The outcome of a run that could not be finished or judged: nothing was committed.
+fn failed(issued: &Issued, run_id: String, why: String) -> Outcome {
+    Outcome {
+        run_id,
+        exit: None,
+        signal: None,
+        status: RunStatus::Failed,
+        message: format!(
+            "cmdgate: the run of `{}` could not be finished ({why}); nothing was committed. \
+             Retry, or tell the user (`cmdgate status`).",
+            issued.command
+        ),
+        detail: serde_json::json!({"status": "failed", "why": why}),
+        judged: None,
+        kept: None,
+        acceptance: RunAcceptance::None,
+    }
+}
+
+/// Two plain threads copy the run's stdout and stderr into the response channel as frames; a
+/// closed channel (the client went away) kills the run, and the rest is drained.
+fn pump_output(
+    run: &mut mirror::MirrorRun,
+    tx: &mpsc::Sender<Vec<u8>>,
+    killer: &mirror::Killer,
+) -> Vec<std::thread::JoinHandle<()>> {
+    [(run.take_stdout(), false), (run.take_stderr(), true)]
+        .into_iter()
+        .filter_map(|(f, is_err)| f.map(|f| (f, is_err)))
+        .map(|(mut file, is_err)| {
+            let tx = tx.clone();
+            let killer = killer.clone();
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 16 * 1024];
+                let mut gone = false;
+                loop {
+                    match file.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(n) if !gone => {
+                            let frames = output_frames(is_err, &buf[..n]);
+                            if tx.blocking_send(frames).is_err() {
+                                // The client went away: kill the run, drain what is left.
+                                gone = true;
+                                killer.kill();
+                            }
+                        }
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => break,
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// A heartbeat frame every `HEARTBEAT_MS`: a client that went away makes the send fail, and the
+/// run is killed.
+fn heartbeat(tx: mpsc::Sender<Vec<u8>>, killer: mirror::Killer) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let beat = Frame::Heartbeat.encode();
+        loop {
+            tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)).await;
+            if tx.send(beat.clone()).await.is_err() {
+                killer.kill();
+                return;
+            }
+        }
+    })
+}
+
+/// The audit's `sandbox` column of a finished run, before its settlement adds to it.
+fn run_detail(
+    run_id: &str,
+    finished: &mirror::Finished,
+    network: Option<&crate::engine::proxy::Report>,
+    (limit, tool_timeout_ms): (Duration, Option<u64>),
+    started: Instant,
+) -> serde_json::Value {
+    let tr = &finished.run;
+    serde_json::json!({
+        "network": network,
+        "run_id": run_id,
+        "exit": tr.exit,
+        "signal": tr.signal,
+        "timed_out": tr.timed_out,
+        "limit_s": limit.as_secs(),
+        "tool_timeout_ms": tool_timeout_ms,
+        "killed": finished.killed,
+        "duration_ms": started.elapsed().as_millis() as u64,
+        "clean": tr.clean,
+        "why": tr.why,
+        "effects": tr.effects,
+    })
+}
+
+/// Opens of masked paths (secrets, cmdgate's own files) go on the row and the client's last line.
+fn note_masked_opens(
+    issued: &Issued,
+    effects: &[Effect],
+    outcome: &mut Outcome,
+    detail: &mut serde_json::Value,
+) {
+    let masked = crate::engine::apply::masked_opens(effects, &issued.home);
+    if masked.is_empty() {
+        return;
+    }
+    detail["masked_opens"] = serde_json::json!(masked);
+    let line = format!(
+        "cmdgate: `{}` tried to open paths cmdgate masks (secrets, cmdgate's own files); \
+         in the mirror they are empty: {}. If the command needs one, ask the user.",
+        issued.command,
+        masked.join(", ")
+    );
+    outcome.message = if outcome.message.is_empty() {
+        line
+    } else {
+        format!("{} {line}", outcome.message)
+    };
 }
 
 impl Runs {
