@@ -203,9 +203,12 @@ pub async fn serve(
     // Last ingestion, then commit everything queued and stop the writer.
     let _ = daemon.ingest_spool().await;
     daemon.close().await;
-    for path in bound {
-        let _ = std::fs::remove_file(path);
-    }
+    let _ = tokio::task::spawn_blocking(move || {
+        for path in bound {
+            let _ = std::fs::remove_file(path);
+        }
+    })
+    .await;
     Ok(())
 }
 

@@ -467,7 +467,7 @@ impl Engine {
                 uid: peer.uid,
                 agent_home: req.home.clone(),
                 locations: self.paths.locations.clone(),
-                extra_own: own_extras(&self.paths),
+                extra_own: self.own_extras.clone(),
                 extra_secrets: self.config.secret_paths.clone(),
                 // Validated when the config loaded; a bad list here switches every pack off.
                 packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),

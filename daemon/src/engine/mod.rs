@@ -73,6 +73,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("stored rule {id} has an unknown kind {kind:?}")]
     Rule { id: i64, kind: String },
+    #[error("a start-up step on the blocking pool failed: {0}")]
+    Blocking(String),
 }
 
 /// Why a request could not be completed: the store failed, or a committed change could not be
@@ -167,6 +169,9 @@ pub struct Engine {
     /// The operator's model reviewer (`[reviewer]`; off by default). Its key comes from the
     /// daemon's environment at start and stays in memory.
     pub(crate) reviewer: reviewer::Reviewer,
+    /// cmdgate's own paths the shared list does not know (`decide::own_extras`), found once at
+    /// start: the binaries' directory is a file-system read, not one per decision.
+    pub(crate) own_extras: Vec<String>,
     /// The engine itself, for work that outlives a request handler (a mirrored run streams after
     /// the handler returned its response).
     me: std::sync::Weak<Engine>,
@@ -271,8 +276,15 @@ impl Engine {
             .write(move |c| crate::store::state::session_owners(c, since))
             .await?;
         sessions.restore(bound, now);
+        let own_extras = {
+            let paths = paths.clone();
+            tokio::task::spawn_blocking(move || decide::own_extras(&paths))
+                .await
+                .map_err(|e| StartError::Blocking(format!("finding cmdgate's own paths: {e}")))?
+        };
         Ok(Arc::new_cyclic(|me| Engine {
             me: me.clone(),
+            own_extras,
             reviewer,
             tiermaps,
             config,

@@ -360,7 +360,9 @@ impl Engine {
                 })
                 .await?;
         }
-        let _ = std::fs::remove_file(&taken);
+        // Off the async runtime; a copy left behind is ingested (again: rows are claims, and a
+        // copy is taken only when none is left) by the next run.
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_file(&taken)).await;
         Ok(SpoolIngested {
             ingested,
             skipped,

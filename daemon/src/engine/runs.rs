@@ -267,12 +267,19 @@ impl Runs {
         let proxy = self.start_proxy(&mut run, &killer, issued).await;
         let pumps = pump_output(&mut run, &tx, &killer);
         let heartbeat = heartbeat(tx.clone(), killer);
+        let home = PathBuf::from(&issued.home);
         let waited = tokio::task::spawn_blocking(move || {
             let finished = run.wait();
             for p in pumps {
                 let _ = p.join();
             }
-            finished
+            // What the policy refuses besides the sandbox's judgement reads the file system
+            // (the agent's home, canonical): here, off the async runtime.
+            finished.map(|f| {
+                let refused =
+                    crate::engine::testrun::protected_effects(&f.run.effects, Some(&home));
+                (f, refused)
+            })
         })
         .await;
         heartbeat.abort();
@@ -280,7 +287,7 @@ impl Runs {
             Some(p) => Some(p.finish().await),
             None => None,
         };
-        let finished = match waited {
+        let (finished, refused) = match waited {
             Ok(Ok(f)) => f,
             Ok(Err(e)) => return failed(issued, run_id, format!("sandbox error: {e}")),
             Err(e) => return failed(issued, run_id, format!("the run thread failed: {e}")),
@@ -294,14 +301,14 @@ impl Runs {
             (limit, issued.tool_timeout_ms),
             started,
         );
-        let mut outcome = self.judge(
-            issued,
-            &run_id,
-            &finished,
-            network.as_ref(),
-            accepted,
+        let ended = Ended {
+            run_id: &run_id,
+            finished: &finished,
+            network: network.as_ref(),
+            refused,
             client_gone,
-        );
+        };
+        let mut outcome = self.judge(issued, ended, accepted);
         let effects: Vec<Effect> = finished.run.effects.clone();
         self.settle(issued, &mut outcome, &mut detail, finished)
             .await;
@@ -342,16 +349,22 @@ impl Runs {
     /// What the run came to, from its effects (never its exit status): killed or timed out ⇒
     /// failed; a refused host, dirty effects or a protected path ⇒ rolled back, unless the
     /// operator accepted exactly these refused effects (`accepted`); else committed (the commit
-    /// itself is [`Runs::settle`]'s).
+    /// itself is [`Runs::settle`]'s). `refused`: what the policy refuses besides the sandbox's
+    /// judgement (a persistence file, `.claude/` or another repository's config or hooks, at any
+    /// depth, as for test-runs: `testrun::protected_effects`).
     fn judge(
         &self,
         issued: &Issued,
-        run_id: &str,
-        finished: &mirror::Finished,
-        network: Option<&crate::engine::proxy::Report>,
+        ended: Ended<'_>,
         accepted: &[cmdgate_policy::learn::accept::Accepting],
-        client_gone: bool,
     ) -> Outcome {
+        let Ended {
+            run_id,
+            finished,
+            network,
+            refused,
+            client_gone,
+        } = ended;
         let tr = &finished.run;
         let refused_network = network.map(|n| n.refusals()).unwrap_or_default();
         let base = |status: RunStatus, message: String, judged: Option<bool>| Outcome {
@@ -365,12 +378,6 @@ impl Runs {
             kept: None,
             acceptance: RunAcceptance::None,
         };
-        // What the policy refuses besides the sandbox's judgement: a persistence file, `.claude/`
-        // or another repository's config or hooks, at any depth (as for test-runs).
-        let refused = crate::engine::testrun::protected_effects(
-            &tr.effects,
-            Some(std::path::Path::new(&issued.home)),
-        );
         let proxied = network.is_some();
         // The sandbox's reasons; a direct connect in a proxy run says how to reach out instead.
         let sandbox_why: Vec<String> = tr
@@ -600,6 +607,18 @@ impl Runs {
             }
         }
     }
+}
+
+/// How a run ended, for [`Runs::judge`].
+struct Ended<'a> {
+    run_id: &'a str,
+    finished: &'a mirror::Finished,
+    /// The proxy's report, when the run had one.
+    network: Option<&'a crate::engine::proxy::Report>,
+    /// What the policy refuses besides the sandbox's judgement (`testrun::protected_effects`).
+    refused: Vec<String>,
+    /// The client went away (the response channel closed).
+    client_gone: bool,
 }
 
 /// The outcome of a run that could not be finished or judged: nothing was committed.

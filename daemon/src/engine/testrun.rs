@@ -161,15 +161,25 @@ impl TestRunner {
         let home = target.home.clone();
         let slots = self.slots.clone();
         let started = Instant::now();
+        let agent_home = home.clone();
         let run = async move {
             let _permit = slots
                 .acquire_owned()
                 .await
                 .map_err(|e| format!("no sandbox slot: {e}"))?;
             let queued_ms = started.elapsed().as_millis();
-            tokio::task::spawn_blocking(move || (queued_ms, cmdgate_sandbox::run(&cfg, &command)))
-                .await
-                .map_err(|e| format!("the test-run thread failed: {e}"))
+            tokio::task::spawn_blocking(move || {
+                let ran = cmdgate_sandbox::run(&cfg, &command);
+                // What the policy refuses reads the file system (the agent's home, canonical):
+                // here, off the async runtime.
+                let refused = match &ran {
+                    Ok(tr) => protected_effects(&tr.effects, agent_home.as_deref()),
+                    Err(_) => Vec::new(),
+                };
+                (queued_ms, ran, refused)
+            })
+            .await
+            .map_err(|e| format!("the test-run thread failed: {e}"))
         };
         match tokio::time::timeout(budget, run).await {
             Err(_) => failed(format!(
@@ -177,8 +187,8 @@ impl TestRunner {
                 budget.as_millis()
             )),
             Ok(Err(why)) => failed(why),
-            Ok(Ok((_, Err(e)))) => failed(format!("sandbox error: {e}")),
-            Ok(Ok((queued_ms, Ok(tr)))) => {
+            Ok(Ok((_, Err(e), _))) => failed(format!("sandbox error: {e}")),
+            Ok(Ok((queued_ms, Ok(tr), refused))) => {
                 let detail = json!({
                     "clean": tr.clean,
                     "why": tr.why,
@@ -199,7 +209,6 @@ impl TestRunner {
                 } else if tr.clean {
                     // The mirror protects the root's `.git`, `.claude` and map; persistence files
                     // and other repositories' configuration at any depth are the policy's.
-                    let refused = protected_effects(&tr.effects, home.as_deref());
                     if refused.is_empty() {
                         SandboxVerdict::Clean
                     } else {

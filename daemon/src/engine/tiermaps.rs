@@ -145,6 +145,8 @@ pub struct ProjectStatus {
 
 /// The per-project cache.
 pub struct TierMaps {
+    /// The pinned keys file (the same as `Keys::path`, readable without the lock).
+    keys_path: PathBuf,
     keys: Mutex<Keys>,
     projects: Mutex<HashMap<PathBuf, Project>>,
     /// Where accepted revisions are published for the hook (`None`: not published, unit tests),
@@ -152,6 +154,24 @@ pub struct TierMaps {
     published: Option<(PathBuf, Option<u32>)>,
     /// Serialises publishing, so an older read of the store never overwrites a newer file.
     publish_lock: Mutex<()>,
+}
+
+/// Runs `f` (file-system calls) on the blocking pool; `Err` when the pool could not run it (a
+/// panic, the runtime shutting down).
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    tokio::task::spawn_blocking(f).await
+}
+
+/// The answer of a call whose files could not be read: read-only, with the reason.
+fn unreadable(e: &tokio::task::JoinError) -> Loaded {
+    Loaded {
+        snapshot: Arc::new(Snapshot::read_only(format!(
+            "the tier map could not be read ({e})"
+        ))),
+        event: None,
+    }
 }
 
 /// Writes `text` to `path` whole: a fresh temp file beside it, fsync, rename over `path`. It lists
@@ -198,6 +218,7 @@ fn write_published(path: &Path, text: &str, gid: Option<u32>) -> std::io::Result
 impl TierMaps {
     pub fn new(trusted_keys: PathBuf) -> TierMaps {
         TierMaps {
+            keys_path: trusted_keys.clone(),
             keys: Mutex::new(Keys {
                 path: trusted_keys,
                 stamp: None,
@@ -245,11 +266,23 @@ impl TierMaps {
         Ok(())
     }
 
-    async fn keys(&self) -> (u64, Result<Arc<PinnedKeys>, String>) {
+    /// The pinned keys as of `now` (their file's stamp, taken by the caller off the runtime);
+    /// re-read on the blocking pool when the stamp changed. A read the pool could not run is an
+    /// error for this call only (not cached: the next call reads again).
+    async fn keys(&self, now: Option<Stamp>) -> (u64, Result<Arc<PinnedKeys>, String>) {
         let mut k = self.keys.lock().await;
-        let now = stamp(&k.path);
         if now != k.stamp || k.generation == 0 {
-            k.keys = match std::fs::read_to_string(&k.path) {
+            let path = k.path.clone();
+            let read = match off_runtime(move || std::fs::read_to_string(&path)).await {
+                Ok(read) => read,
+                Err(e) => {
+                    return (
+                        k.generation,
+                        Err(format!("cannot read pinned keys {}: {e}", k.path.display())),
+                    )
+                }
+            };
+            k.keys = match read {
                 Ok(text) => PinnedKeys::parse(&text).map(Arc::new).map_err(|diags| {
                     let lines: Vec<String> = diags
                         .into_iter()
@@ -269,10 +302,21 @@ impl TierMaps {
     }
 
     /// The snapshot for `root` (canonical project root).
+    ///
+    /// Every file-system call runs on the blocking pool, never on the async runtime: the keys'
+    /// and the map's stamps in one trip (all an unchanged map costs), the file when it changed.
+    /// A trip the pool could not make is a read-only snapshot for this call, never cached.
     pub async fn get(&self, root: &Path, store: &Store) -> Result<Loaded, StoreError> {
-        let (generation, keys) = self.keys().await;
         let file = root.join(tiermap::FILE_NAME);
-        let now = stamp(&file);
+        let stamps = {
+            let (keys_path, file) = (self.keys_path.clone(), file.clone());
+            off_runtime(move || (stamp(&keys_path), stamp(&file))).await
+        };
+        let (keys_now, now) = match stamps {
+            Ok(s) => s,
+            Err(e) => return Ok(unreadable(&e)),
+        };
+        let (generation, keys) = self.keys(keys_now).await;
         let mut projects = self.projects.lock().await;
         if let Some(p) = projects.get(root) {
             // Same identity (or still no file) under the same keys: nothing to re-check.
@@ -284,7 +328,11 @@ impl TierMaps {
             }
         }
         let project = root.to_string_lossy().into_owned();
-        let text = read_map(&file);
+        let text = match off_runtime(move || read_map(&file)).await {
+            Ok(text) => text,
+            // The cache keeps what it had: the next call reads again.
+            Err(e) => return Ok(unreadable(&e)),
+        };
         let content = match &text {
             Some(Ok(t)) => Some(tiermap::content_hash(t)),
             Some(Err(_)) | None => None,

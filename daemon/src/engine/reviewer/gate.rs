@@ -27,7 +27,7 @@ use crate::clock;
 use crate::config::HOOK_DEADLINE;
 use crate::engine::approval_notes::{human_decision, human_note};
 use crate::engine::breakers::persist_breakers;
-use crate::engine::decide::{judge, own_extras, Judge};
+use crate::engine::decide::{judge, Judge};
 use crate::engine::{Engine, Peer};
 use crate::store::audit::{self, AuditRow, Query};
 use crate::store::StoreError;
@@ -349,7 +349,7 @@ impl Engine {
             uid: peer.uid,
             agent_home: home,
             locations: self.paths.locations.clone(),
-            extra_own: own_extras(&self.paths),
+            extra_own: self.own_extras.clone(),
             extra_secrets: self.config.secret_paths.clone(),
             packs: self
                 .config
