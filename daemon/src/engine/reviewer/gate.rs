@@ -54,6 +54,57 @@ enum Reviewed {
     },
 }
 
+/// What the reviewer is asked about: the checks passed, the inputs gathered.
+struct Question {
+    /// Time left for the model before the hook's deadline (less a margin).
+    hook_wait: Duration,
+    turns: cmdgate_policy::transcript::UserTurns,
+    project: String,
+    cwd: String,
+    tool: Tool,
+    /// The snapshot and rules the ask was decided under.
+    asked_under: (Arc<Snapshot>, Arc<RuleSet>),
+}
+
+/// The call as the model sees it: the request, how the policy classified it, its test-run, and
+/// the session's rules that would match it.
+fn call_evidence(req: &DecideRequest, e: &audit::Entry, q: &Question) -> CallEvidence {
+    let candidates = match &q.tool {
+        Tool::Bash { command } => match shell::analyze(command, &Limits::default()) {
+            Analysis::Parsed(script) => evidence::candidates(
+                q.asked_under.1.rules(),
+                &q.project,
+                command,
+                &canonical_key(&script),
+            ),
+            Analysis::Unanalyzable(_) => Vec::new(),
+        },
+        _ => Vec::new(),
+    };
+    CallEvidence {
+        call: CallFacts {
+            tool: req.tool_name.clone(),
+            input: req.tool_input.clone(),
+            cwd: q.cwd.clone(),
+            project: q.project.clone(),
+            session: req.agent.session_id.clone(),
+            agent_id: req.agent.agent_id.clone(),
+            agent_type: req.agent.agent_type.clone(),
+        },
+        classification: Classification {
+            tier: e.tier,
+            rule: e.rule.clone(),
+            reason: e.reason.clone().unwrap_or_default(),
+            tiermap_revision: e.tiermap_revision.and_then(|r| u64::try_from(r).ok()),
+        },
+        mirror: e
+            .sandbox
+            .as_deref()
+            .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))),
+        candidates,
+    }
+}
+
 impl Engine {
     /// Whether this answer goes to the reviewer first: an audited ask, not an always-ask rule
     /// (source `remembered`: the operator insisted on a person), reviewer enabled for the session.
@@ -140,6 +191,9 @@ impl Engine {
         }
     }
 
+    /// The reviewer's part, in steps: what the question is asked about ([`Engine::question`]:
+    /// time left, the reviewer, the user's turns, the ask's project and tool, the snapshot) →
+    /// the prompt ([`Engine::prompt`]) → the model → its answer applied ([`Engine::answered`]).
     async fn reviewed(
         &self,
         peer: Peer,
@@ -147,103 +201,12 @@ impl Engine {
         row: &AuditRow,
         received: Instant,
     ) -> Reviewed {
-        let person = |why: String| Reviewed::Person { why, outcome: None };
-        let hook_wait = req
-            .wait_ms
-            .map_or(HOOK_DEADLINE, Duration::from_millis)
-            .saturating_sub(received.elapsed())
-            .saturating_sub(HOOK_MARGIN);
-        if hook_wait < MIN_BUDGET {
-            return person(
-                "the reviewer was skipped: no time was left before the hook's deadline".into(),
-            );
-        }
-        if let Some(p) = self.reviewer.unavailable() {
-            return person(format!("the reviewer is unavailable: {p}"));
-        }
-        let turns =
-            match &req.transcript {
-                Some(TranscriptTurns::Turns(t)) => t.clone(),
-                Some(TranscriptTurns::Unavailable(why)) => {
-                    return person(format!(
-                        "the reviewer was skipped: the user's own turns are not available ({why})"
-                    ))
-                }
-                None => return person(
-                    "the reviewer was skipped: the hook sent no transcript turns (an older hook?)"
-                        .into(),
-                ),
-            };
-        let e = &row.entry;
-        let (Some(project), Some(cwd)) = (e.project.clone(), e.cwd.clone()) else {
-            return person("the reviewer was skipped: the ask has no project".into());
+        let question = match self.question(req, row, received).await {
+            Ok(q) => q,
+            Err(why) => return Reviewed::Person { why, outcome: None },
         };
-        let Ok(tool) = Tool::from_claude(&req.tool_name, &req.tool_input) else {
-            return person("the reviewer was skipped: the tool call could not be read".into());
-        };
-        // The snapshot the question is asked under.
-        let asked_under = match self.current(&project).await {
-            Ok(s) => s,
-            Err(e) => return person(format!("the reviewer was skipped: {e}")),
-        };
-        if asked_under.0.revision().and_then(|r| i64::try_from(r).ok()) != e.tiermap_revision {
-            return person("the tier map changed before the reviewer was asked".into());
-        }
-        // The turn's prefix: the same bytes for every call of a user turn while the session's
-        // rules stay the same; a person's decision mid-turn rebuilds it.
-        let session = req.agent.session_id.clone();
-        let turn_id = turns.newest_id.clone().unwrap_or_default();
-        let turn = TurnEvidence {
-            user_turns: UserTurns {
-                turns: turns.turns,
-                left_out: turns.left_out,
-            },
-            session_rules: self.session_rules(&session).await,
-        };
-        let prefix = self.reviewer.prefix(&session, &turn_id, &turn);
-        let command = match &tool {
-            Tool::Bash { command } => Some(command.clone()),
-            _ => None,
-        };
-        let candidates = command
-            .as_deref()
-            .and_then(|c| match shell::analyze(c, &Limits::default()) {
-                Analysis::Parsed(script) => Some(evidence::candidates(
-                    asked_under.1.rules(),
-                    &project,
-                    c,
-                    &canonical_key(&script),
-                )),
-                Analysis::Unanalyzable(_) => None,
-            })
-            .unwrap_or_default();
-        let call = CallEvidence {
-            call: CallFacts {
-                tool: req.tool_name.clone(),
-                input: req.tool_input.clone(),
-                cwd: cwd.clone(),
-                project: project.clone(),
-                session: session.clone(),
-                agent_id: req.agent.agent_id.clone(),
-                agent_type: req.agent.agent_type.clone(),
-            },
-            classification: Classification {
-                tier: e.tier,
-                rule: e.rule.clone(),
-                reason: e.reason.clone().unwrap_or_default(),
-                tiermap_revision: e.tiermap_revision.and_then(|r| u64::try_from(r).ok()),
-            },
-            mirror: e
-                .sandbox
-                .as_deref()
-                .map(|s| serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned()))),
-            candidates,
-        };
-        let prompt = Prompt {
-            prefix: (*prefix).clone(),
-            call: evidence::render_call(&call),
-        };
-        let outcome = self.reviewer.ask(&prompt, hook_wait).await;
+        let prompt = self.prompt(req, &row.entry, &question).await;
+        let outcome = self.reviewer.ask(&prompt, question.hook_wait).await;
         let answer = match &outcome.answer {
             Ok(a) => a.clone(),
             Err(d) => {
@@ -257,6 +220,98 @@ impl Engine {
                 };
             }
         };
+        self.answered(peer, req, &row.entry, &question, answer, outcome)
+            .await
+    }
+
+    /// Everything the question needs, or why the reviewer is skipped (a person decides).
+    async fn question(
+        &self,
+        req: &DecideRequest,
+        row: &AuditRow,
+        received: Instant,
+    ) -> Result<Question, String> {
+        let hook_wait = req
+            .wait_ms
+            .map_or(HOOK_DEADLINE, Duration::from_millis)
+            .saturating_sub(received.elapsed())
+            .saturating_sub(HOOK_MARGIN);
+        if hook_wait < MIN_BUDGET {
+            return Err(
+                "the reviewer was skipped: no time was left before the hook's deadline".into(),
+            );
+        }
+        if let Some(p) = self.reviewer.unavailable() {
+            return Err(format!("the reviewer is unavailable: {p}"));
+        }
+        let turns =
+            match &req.transcript {
+                Some(TranscriptTurns::Turns(t)) => t.clone(),
+                Some(TranscriptTurns::Unavailable(why)) => {
+                    return Err(format!(
+                        "the reviewer was skipped: the user's own turns are not available ({why})"
+                    ))
+                }
+                None => return Err(
+                    "the reviewer was skipped: the hook sent no transcript turns (an older hook?)"
+                        .into(),
+                ),
+            };
+        let e = &row.entry;
+        let (Some(project), Some(cwd)) = (e.project.clone(), e.cwd.clone()) else {
+            return Err("the reviewer was skipped: the ask has no project".into());
+        };
+        let Ok(tool) = Tool::from_claude(&req.tool_name, &req.tool_input) else {
+            return Err("the reviewer was skipped: the tool call could not be read".into());
+        };
+        // The snapshot the question is asked under.
+        let asked_under = self
+            .current(&project)
+            .await
+            .map_err(|e| format!("the reviewer was skipped: {e}"))?;
+        if asked_under.0.revision().and_then(|r| i64::try_from(r).ok()) != e.tiermap_revision {
+            return Err("the tier map changed before the reviewer was asked".into());
+        }
+        Ok(Question {
+            hook_wait,
+            turns,
+            project,
+            cwd,
+            tool,
+            asked_under,
+        })
+    }
+
+    /// The prompt: the turn's prefix (the same bytes for every call of a user turn while the
+    /// session's rules stay the same; a person's decision mid-turn rebuilds it), then the call.
+    async fn prompt(&self, req: &DecideRequest, e: &audit::Entry, q: &Question) -> Prompt {
+        let session = req.agent.session_id.clone();
+        let turn_id = q.turns.newest_id.clone().unwrap_or_default();
+        let turn = TurnEvidence {
+            user_turns: UserTurns {
+                turns: q.turns.turns.clone(),
+                left_out: q.turns.left_out,
+            },
+            session_rules: self.session_rules(&session).await,
+        };
+        let prefix = self.reviewer.prefix(&session, &turn_id, &turn);
+        Prompt {
+            prefix: (*prefix).clone(),
+            call: evidence::render_call(&call_evidence(req, e, q)),
+        }
+    }
+
+    /// The model's answer applied: ask ⇒ the person; deny stands; allow once only when a fresh
+    /// judgement on the current snapshot still asks the same way.
+    async fn answered(
+        &self,
+        peer: Peer,
+        req: &DecideRequest,
+        e: &audit::Entry,
+        q: &Question,
+        answer: contract::Answer,
+        outcome: Outcome,
+    ) -> Reviewed {
         match answer.decision {
             ReviewDecision::Ask => Reviewed::Person {
                 why: format!("the model reviewer left it to a person: {}", answer.reason),
@@ -272,11 +327,11 @@ impl Engine {
                 match self
                     .recheck(
                         peer,
-                        &session,
-                        &tool,
-                        &project,
-                        &cwd,
-                        &asked_under,
+                        &req.agent.session_id,
+                        &q.tool,
+                        &q.project,
+                        &q.cwd,
+                        &q.asked_under,
                         e,
                         req.home.clone(),
                     )
