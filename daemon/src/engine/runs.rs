@@ -18,13 +18,13 @@ use cmdgate_policy::wire::run::{output_frames, Frame, RunStatus, HEARTBEAT_MS};
 use cmdgate_sandbox::commit::{self, CommitConfig, CommitError, JournalLimits};
 use cmdgate_sandbox::keeper::Keeper;
 use cmdgate_sandbox::mirror::{self, MirrorCommand};
-use cmdgate_sandbox::{Effect, HelperCommand, Privilege, RunAs, RunConfig};
+use cmdgate_sandbox::{Effect, HelperCommand, RunAs, RunConfig};
 use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::SandboxConfig;
 use crate::engine::accept::{self, RunAcceptance};
 use crate::engine::proxy::{NetworkConfig, Proxy};
-use crate::engine::scope::MirrorScope;
+use crate::engine::scope::{mirror_helper, MirrorScope};
 use crate::engine::tickets::Issued;
 
 /// The audit note that names a run (`run <id>`) on its `run`, apply and undo rows: written and read
@@ -98,34 +98,9 @@ impl Runs {
         config: SandboxConfig,
         max_concurrent: usize,
     ) -> Runs {
-        // System mode: the mirror helper program holds the privileges (file capabilities), the
-        // daemon none; whether it can build a mirror shows at its first run (a refusal fails the
+        // Whether the helper can build a mirror shows at its first run (a refusal fails the
         // run, which commits nothing).
-        let (helper, unavailable) = match &config.helper {
-            Some(program) => (
-                HelperCommand {
-                    program: program.clone(),
-                    args: Vec::new(),
-                },
-                std::fs::metadata(program)
-                    .err()
-                    .map(|e| format!("the mirror helper {} is unusable ({e})", program.display())),
-            ),
-            None => (
-                helper,
-                match cmdgate_sandbox::detect_privilege() {
-                    Privilege::Root => None,
-                    Privilege::UserNamespace => Some(
-                        "the daemon is not root and no mirror helper is configured \
-                         (`[sandbox] helper`, systemd/README.md)"
-                            .into(),
-                    ),
-                    Privilege::Unavailable(why) => Some(format!(
-                        "the daemon is not root and user namespaces are unavailable ({why})"
-                    )),
-                },
-            ),
-        };
+        let (helper, unavailable) = mirror_helper(config.helper.as_deref(), helper);
         let keeper = Keeper::new(&helper);
         let commit = CommitConfig::default();
         Runs {

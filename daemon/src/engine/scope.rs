@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use cmdgate_policy::decide::protected::git_only;
 use cmdgate_policy::shell::{analyze, Limits};
-use cmdgate_sandbox::RunConfig;
+use cmdgate_sandbox::{HelperCommand, Privilege, RunConfig};
 
 use crate::config::{Config, Paths};
 
@@ -78,6 +78,41 @@ impl MirrorScope {
                 (None, _) => Some(PathBuf::from(p)),
             })
             .collect();
+    }
+}
+
+/// Which program builds the mirrors (mirrored runs and test-runs alike), and why mirrors cannot
+/// be built here (`None`: they can). System mode: the configured `[sandbox] helper` holds the
+/// privileges (file capabilities), the daemon none; it must exist. Otherwise the daemon
+/// re-executes itself (`own`), so it must be root.
+pub(crate) fn mirror_helper(
+    configured: Option<&Path>,
+    own: HelperCommand,
+) -> (HelperCommand, Option<String>) {
+    match configured {
+        Some(program) => (
+            HelperCommand {
+                program: program.to_path_buf(),
+                args: Vec::new(),
+            },
+            std::fs::metadata(program)
+                .err()
+                .map(|e| format!("the mirror helper {} is unusable ({e})", program.display())),
+        ),
+        None => (
+            own,
+            match cmdgate_sandbox::detect_privilege() {
+                Privilege::Root => None,
+                Privilege::UserNamespace => Some(
+                    "the daemon is not root and no mirror helper is configured (`[sandbox] \
+                     helper`, systemd/README.md)"
+                        .into(),
+                ),
+                Privilege::Unavailable(why) => Some(format!(
+                    "the daemon is not root and user namespaces are unavailable ({why})"
+                )),
+            },
+        ),
     }
 }
 

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmdgate_policy::decide::{SandboxVerdict, TestRunPlan};
-use cmdgate_sandbox::{HelperCommand, Privilege, RunAs, RunConfig};
+use cmdgate_sandbox::{HelperCommand, RunAs, RunConfig};
 use serde_json::json;
 use tokio::sync::Semaphore;
 
 use crate::config::SandboxConfig;
-use crate::engine::scope::MirrorScope;
+use crate::engine::scope::{mirror_helper, MirrorScope};
 
 /// The test-run facility.
 pub struct TestRunner {
@@ -42,20 +42,8 @@ pub struct Target<'a> {
 
 impl TestRunner {
     pub fn new(helper: HelperCommand, state_dir: PathBuf, config: SandboxConfig) -> TestRunner {
-        // System mode: a separate helper program holds the privileges (file capabilities), the
-        // daemon none; whether it can build a mirror shows at its first run (a refusal is "ask").
-        let (helper, unavailable) = match &config.helper {
-            Some(program) => (
-                HelperCommand {
-                    program: program.clone(),
-                    args: Vec::new(),
-                },
-                std::fs::metadata(program)
-                    .err()
-                    .map(|e| format!("the mirror helper {} is unusable ({e})", program.display())),
-            ),
-            None => (helper, Self::own_privilege()),
-        };
+        // Whether the helper can build a mirror shows at its first run (a refusal is "ask").
+        let (helper, unavailable) = mirror_helper(config.helper.as_deref(), helper);
         if unavailable.is_none() {
             if let Err(e) = cmdgate_sandbox::sweep_stale(&state_dir) {
                 eprintln!(
@@ -78,21 +66,6 @@ impl TestRunner {
     pub fn scoped(mut self, scope: MirrorScope) -> TestRunner {
         self.scope = scope;
         self
-    }
-
-    /// Without a separate helper the daemon re-executes itself, so it must be root.
-    fn own_privilege() -> Option<String> {
-        match cmdgate_sandbox::detect_privilege() {
-            Privilege::Root => None,
-            Privilege::UserNamespace => Some(
-                "the daemon is not root and no mirror helper is configured (`[sandbox] helper`, \
-                 systemd/README.md)"
-                    .into(),
-            ),
-            Privilege::Unavailable(why) => Some(format!(
-                "the daemon is not root and user namespaces are unavailable ({why})"
-            )),
-        }
     }
 
     /// Why test-runs cannot happen, if they cannot.
