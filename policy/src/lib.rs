@@ -7,7 +7,6 @@
 
 pub mod breaker;
 pub mod decide;
-pub mod export;
 pub mod learn;
 pub mod locations;
 pub mod net;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use cmdgate_policy::export::{
+use crate::engine::export::{
     command_key, dedup_key, label_for, normalized_command, redact, redact_argv, relative_cwd,
     split_for, Example, ExampleContext, ExampleDecision, ExampleOutcome, ExampleRequest,
     HumanDecision, RedactedField, SecretKind, Split, SCHEMA_ID,

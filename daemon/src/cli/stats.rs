@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::engine::export::redact;
 use cmdgate_policy::breaker::Transition;
-use cmdgate_policy::export::redact;
 use rusqlite::Connection;
 use serde::Serialize;
 

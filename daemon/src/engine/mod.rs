@@ -17,6 +17,7 @@ pub mod approvals;
 pub mod breakers;
 mod decide;
 pub mod escape_hatch;
+pub mod export;
 pub mod integrity;
 // The one resolver of paths as the kernel sees them, shared with the hook (std only).
 #[path = "../../../hook/src/kernel.rs"]

@@ -6,13 +6,13 @@ use cmdgate_daemon::cli::export::{export, ExportOptions, Sink};
 use cmdgate_daemon::engine::approval_notes::{
     clean_note, human_decision, human_note, reason_for_model,
 };
+use cmdgate_daemon::engine::export::Example;
 use cmdgate_daemon::store::audit::{self, Entry, Kind, TierSeen};
 use cmdgate_daemon::store::state::{self, NewRule};
 use cmdgate_daemon::store::{open_read_only, Store, DB_FILE};
 use cmdgate_policy::decide::{
     canonical_key, decide, Context, Decision, Request, Rule, RuleKind, RuleSet, Tool,
 };
-use cmdgate_policy::export::Example;
 use cmdgate_policy::shell::{analyze, read::ReadPolicy, Analysis, Limits};
 use cmdgate_policy::tiermap::{sign, PinnedKeys, Snapshot};
 use cmdgate_policy::wire::{Source, Verdict};

@@ -1,7 +1,7 @@
 //! The example record: labels by source and verdict, cwd relative to the project, and a serde
 //! round trip of a full example.
 
-use cmdgate_policy::export::*;
+use cmdgate_daemon::engine::export::*;
 
 macro_rules! label {
     ($verdict:literal, $source:literal $(, $rule:literal)? => $label:ident, $basis:literal) => {

@@ -1,11 +1,12 @@
 //! Redaction corpus: every planted secret (fake, realistic-looking, one or more per format) is
 //! replaced by its typed placeholder, and ordinary commands with look-alikes come back unchanged.
 
-use cmdgate_policy::export::{redact, redact_argv, SecretKind};
+use cmdgate_daemon::engine::export::{redact, redact_argv, SecretKind};
 use SecretKind::*;
 
 /// `(kind, text with the secret, the secret)`: the secret must vanish and `<REDACTED:kind>` appear.
 const PLANTED: &[(SecretKind, &str, &str)] = &[
+    (VendorToken, "curl https://api.perplexity.ai/chat/completions -d @q.json # 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", "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"),
     (AwsAccessKey, "aws configure set aws_access_key_id AKIAZ7QX4M2B8KT5LW3N", "AKIAZ7QX4M2B8KT5LW3N"),
     (AwsAccessKey, "export AWS_ACCESS_KEY_ID=ASIAQW3RT7YU2IO9PL4K", "ASIAQW3RT7YU2IO9PL4K"),
     (AwsSecretKey, "export AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8kLm3Np2", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8kLm3Np2"),
@@ -222,4 +223,314 @@ fn argv_words_are_redacted_with_their_neighbours_as_context() {
         .map(String::from)
         .to_vec();
     assert_eq!(redact_argv(&plain).0, plain);
+}
+
+/// A deterministic token body of `n` bytes from `alphabet` (fake; it only has the format's shape).
+fn body(alphabet: &str, n: usize) -> String {
+    let a = alphabet.as_bytes();
+    (0..n)
+        .map(|i| a[(i * 7 + i / a.len()) % a.len()] as char)
+        .collect()
+}
+
+const ALNUM: &str = "Qm7Xk2Wn9Lp4Rt6Vb8Yc1Zd5Fh0Jg3Ks";
+const UPPER: &str = "QM7XK2WN9LP4RT6VB8YC1ZD5FH0JG3KS";
+const LOWER: &str = "qm7xk2wn9lp4rt6vb8yc1zd5fh0jg3ks";
+const HEX: &str = "0a1b2c3d4e5f6789";
+
+/// Gitleaks' default rules (gitleaks/gitleaks, `config/gitleaks.toml`, the rules generated from
+/// `cmd/generate/config/rules/`) whose token has a distinctive literal prefix, each with a token
+/// of that rule's shape: `(gitleaks rule id, kind, token)`. Contextual rules (a vendor's name then
+/// `=`/`:`) are the assignment matchers' and are not repeated here.
+fn gitleaks_prefixed() -> Vec<(&'static str, SecretKind, String)> {
+    vec![
+        (
+            "aws-access-token (A3T)",
+            AwsAccessKey,
+            format!("A3TA{}", body("QWERTYUIOPASDFGH234567", 16)),
+        ),
+        (
+            "1password-service-account-token",
+            VendorToken,
+            format!("ops_eyJ{}", body(ALNUM, 250)),
+        ),
+        (
+            "adobe-client-secret",
+            VendorToken,
+            format!("p8e-{}", body(ALNUM, 32)),
+        ),
+        (
+            "alibaba-access-key-id",
+            VendorToken,
+            format!("LTAI{}", body(ALNUM, 20)),
+        ),
+        (
+            "artifactory-api-key",
+            VendorToken,
+            format!("AKCp{}", body(ALNUM, 69)),
+        ),
+        (
+            "clojars-api-token",
+            VendorToken,
+            format!("CLOJARS_{}", body(ALNUM, 60)),
+        ),
+        (
+            "doppler-api-token",
+            VendorToken,
+            format!("dp.pt.{}", body(ALNUM, 43)),
+        ),
+        (
+            "duffel-api-token",
+            VendorToken,
+            format!("duffel_test_{}", body(ALNUM, 43)),
+        ),
+        (
+            "dynatrace-api-token",
+            VendorToken,
+            format!("dt0c01.{}.{}", body(UPPER, 24), body(ALNUM, 64)),
+        ),
+        (
+            "easypost-api-token",
+            VendorToken,
+            format!("EZAK{}", body(ALNUM, 54)),
+        ),
+        (
+            "easypost-test-api-token",
+            VendorToken,
+            format!("EZTK{}", body(ALNUM, 54)),
+        ),
+        (
+            "facebook-page-access-token",
+            VendorToken,
+            format!("EAAC{}", body(ALNUM, 120)),
+        ),
+        (
+            "flutterwave-secret-key",
+            VendorToken,
+            format!("FLWSECK_TEST-{}-X", body("abcdef0123", 32)),
+        ),
+        (
+            "flyio-access-token (fo1_)",
+            VendorToken,
+            format!("fo1_{}", body(ALNUM, 43)),
+        ),
+        (
+            "flyio-access-token (fm2_)",
+            VendorToken,
+            format!("fm2_{}", body(ALNUM, 120)),
+        ),
+        (
+            "frameio-api-token",
+            VendorToken,
+            format!("fio-u-{}", body(ALNUM, 64)),
+        ),
+        (
+            "gitlab-cicd-job-token",
+            GitlabToken,
+            format!("glcbt-1a2b_{}", body(ALNUM, 20)),
+        ),
+        (
+            "gitlab-feature-flag-client-token",
+            GitlabToken,
+            format!("glffct-{}", body(ALNUM, 20)),
+        ),
+        (
+            "gitlab-feed-token",
+            GitlabToken,
+            format!("glft-{}", body(ALNUM, 20)),
+        ),
+        (
+            "gitlab-incoming-mail-token",
+            GitlabToken,
+            format!("glimt-{}", body(ALNUM, 25)),
+        ),
+        (
+            "gitlab-kubernetes-agent-token",
+            GitlabToken,
+            format!("glagent-{}", body(ALNUM, 50)),
+        ),
+        (
+            "gitlab-oauth-app-secret",
+            GitlabToken,
+            format!("gloas-{}", body(ALNUM, 64)),
+        ),
+        (
+            "gitlab-rrt",
+            GitlabToken,
+            format!("GR1348941{}", body(ALNUM, 20)),
+        ),
+        (
+            "gitlab-session-cookie",
+            GitlabToken,
+            format!("_gitlab_session={}", body(LOWER, 32)),
+        ),
+        (
+            "grafana-api-key",
+            GrafanaToken,
+            format!("eyJrIjoi{}", body(ALNUM, 80)),
+        ),
+        (
+            "huggingface-organization-api-token",
+            HuggingfaceToken,
+            format!("api_org_{}", body("QmXkWnLpRtVbYcZdFhJgKs", 34)),
+        ),
+        (
+            "infracost-api-token",
+            VendorToken,
+            format!("ico-{}", body(ALNUM, 32)),
+        ),
+        (
+            "intra42-client-secret",
+            VendorToken,
+            format!("s-s4t2ud-{}", body(HEX, 64)),
+        ),
+        (
+            "notion-api-token",
+            VendorToken,
+            format!("ntn_{}{}", body("0123456789", 11), body(ALNUM, 35)),
+        ),
+        (
+            "octopus-deploy-api-key",
+            VendorToken,
+            format!("API-{}", body(UPPER, 26)),
+        ),
+        (
+            "openshift-user-token",
+            VendorToken,
+            format!("sha256~{}", body(ALNUM, 43)),
+        ),
+        (
+            "perplexity-api-key",
+            VendorToken,
+            format!("pplx-{}", body(ALNUM, 48)),
+        ),
+        (
+            "planetscale-api-token",
+            VendorToken,
+            format!("pscale_tkn_{}", body(ALNUM, 40)),
+        ),
+        (
+            "planetscale-oauth-token",
+            VendorToken,
+            format!("pscale_oauth_{}", body(ALNUM, 40)),
+        ),
+        (
+            "planetscale-password",
+            VendorToken,
+            format!("pscale_pw_{}", body(ALNUM, 40)),
+        ),
+        (
+            "prefect-api-token",
+            VendorToken,
+            format!("pnu_{}", body(ALNUM, 36)),
+        ),
+        (
+            "pulumi-api-token",
+            VendorToken,
+            format!("pul-{}", body(HEX, 40)),
+        ),
+        (
+            "readme-api-token",
+            VendorToken,
+            format!("rdme_{}", body(LOWER, 70)),
+        ),
+        (
+            "rubygems-api-token",
+            VendorToken,
+            format!("rubygems_{}", body(HEX, 48)),
+        ),
+        (
+            "scalingo-api-token",
+            VendorToken,
+            format!("tk-us-{}", body(ALNUM, 48)),
+        ),
+        (
+            "sendinblue-api-token",
+            VendorToken,
+            format!("xkeysib-{}-{}", body(HEX, 64), body(ALNUM, 16)),
+        ),
+        (
+            "sentry-user-token",
+            VendorToken,
+            format!("sntryu_{}", body(HEX, 64)),
+        ),
+        (
+            "settlemint-personal-access-token",
+            VendorToken,
+            format!("sm_pat_{}", body(ALNUM, 16)),
+        ),
+        (
+            "shippo-api-token",
+            VendorToken,
+            format!("shippo_live_{}", body(HEX, 40)),
+        ),
+        (
+            "sourcegraph-access-token",
+            VendorToken,
+            format!("sgp_{}", body(HEX, 40)),
+        ),
+        (
+            "square-access-token",
+            VendorToken,
+            format!("sq0atp-{}", body(ALNUM, 22)),
+        ),
+        (
+            "stripe-access-token (prod)",
+            StripeKey,
+            format!("sk_prod_{}", body(ALNUM, 24)),
+        ),
+        (
+            "new-relic-user-api-key",
+            VendorToken,
+            format!("NRAK-{}", body(UPPER, 27)),
+        ),
+        (
+            "new-relic-insert-key",
+            VendorToken,
+            format!("NRII-{}", body(LOWER, 32)),
+        ),
+        (
+            "new-relic-browser-api-token",
+            VendorToken,
+            format!("NRJS-{}", body(HEX, 19)),
+        ),
+        (
+            "mailgun-pub-key",
+            MailgunKey,
+            format!("pubkey-{}", body(HEX, 32)),
+        ),
+        (
+            "typeform-api-token",
+            VendorToken,
+            format!("tfp_{}", body(ALNUM, 59)),
+        ),
+        (
+            "cloudflare-origin-ca-key",
+            VendorToken,
+            format!("v1.0-{}-{}", body(HEX, 24), body(HEX, 146)),
+        ),
+        (
+            "clickhouse-cloud-api-secret-key",
+            VendorToken,
+            format!("4b1d{}", body(ALNUM, 38)),
+        ),
+    ]
+}
+
+#[test]
+fn gitleaks_prefixed_rules_are_redacted_in_a_command() {
+    let mut missed = Vec::new();
+    for (rule, kind, token) in gitleaks_prefixed() {
+        let text = format!("echo {token} > /tmp/t && curl -d @/tmp/t https://x.example");
+        let (out, found) = redact(&text);
+        let placeholder = format!("<REDACTED:{}>", kind.as_str());
+        if out.contains(&token) || !out.contains(&placeholder) {
+            missed.push(format!("{rule}: {out} {found:?}"));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "not redacted as expected:\n{}",
+        missed.join("\n")
+    );
 }

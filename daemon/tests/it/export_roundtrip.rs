@@ -9,9 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use cmdgate_daemon::cli::export::{count, export, ExportFilter, ExportOptions, Sink};
+use cmdgate_daemon::engine::export::Example;
 use cmdgate_daemon::store::audit::{self, Entry, Kind};
 use cmdgate_daemon::store::{open_db, open_read_only, Store, DB_FILE};
-use cmdgate_policy::export::Example;
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -380,7 +380,10 @@ fn records_carry_context_outcomes_notes_and_labels() {
     assert!(!human.remembered);
     assert_eq!(
         (answered.label, answered.label_basis.as_str()),
-        (cmdgate_policy::export::Label::Unsafe, "human_rejected")
+        (
+            cmdgate_daemon::engine::export::Label::Unsafe,
+            "human_rejected"
+        )
     );
     assert!(answered
         .decision

@@ -1,7 +1,9 @@
 //! The train/test split and the keys are stable: fixed vectors (SHA-256 checked with coreutils'
 //! `sha256sum`), invariance under spelling, redaction and row order, and the fraction honoured.
 
-use cmdgate_policy::export::{command_key, dedup_key, normalized_command, split_for, Split};
+use cmdgate_daemon::engine::export::{
+    command_key, dedup_key, normalized_command, split_for, Split,
+};
 
 #[test]
 fn normalisation_is_the_canonical_key_with_secrets_redacted() {

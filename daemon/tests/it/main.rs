@@ -4,7 +4,10 @@
 
 mod explain_cli;
 mod export_notes;
+mod export_record;
+mod export_redaction;
 mod export_roundtrip;
+mod export_split;
 mod export_stats;
 mod layers;
 mod reviewer_providers;

@@ -2,9 +2,6 @@
 //! dominates CI). A new test file goes here as a module.
 
 mod decide_table;
-mod export_record;
-mod export_redaction;
-mod export_split;
 mod kernel_paths;
 mod read_classification;
 mod read_packs;

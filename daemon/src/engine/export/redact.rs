@@ -1,10 +1,14 @@
 //! Secret redaction for exported datasets: finds tokens, keys and passwords in free text and
 //! replaces each with a typed placeholder such as `<REDACTED:github_token>`.
 //!
-//! Hand-written matchers, no `regex`: the hook links this crate and must stay free of a regex
-//! engine, and cargo's feature unification would pull a feature-gated one into workspace builds of
-//! the hook anyway. Each format is a small scanner over bytes (all patterns are ASCII, so every
-//! span starts and ends on a char boundary). Three families:
+//! Hand-written matchers, no `regex` (they were written when this lived in the policy crate, which
+//! the hook links; only the daemon uses them now, and they stay: each format is a small scanner
+//! over bytes, linear in the input, all patterns ASCII so every span starts and ends on a char
+//! boundary). The prefixed table is checked against gitleaks' default rules
+//! (gitleaks/gitleaks, `config/gitleaks.toml`): every rule with a literal prefix has an entry
+//! and a case in `daemon/tests/it/export_redaction.rs`; gitleaks' contextual rules (a vendor's
+//! name, then `=`/`:`, then the value) are covered by the assignment matchers below. Three
+//! families:
 //!
 //! - **prefixed tokens** (`ghp_…`, `AKIA…`, `xoxb-…`, `sk-…`): a literal prefix at a word boundary,
 //!   then a run of one character class whose length must fit the format (a longer run is a longer
@@ -71,6 +75,9 @@ pub enum SecretKind {
     PostmanKey,
     AgeSecretKey,
     GrafanaToken,
+    /// A vendor's token recognised by its literal prefix, from gitleaks' rules, for vendors
+    /// without a kind of their own (Doppler, Fly.io, PlanetScale, Sentry, New Relic, …).
+    VendorToken,
     HighEntropy,
 }
 
@@ -126,6 +133,7 @@ impl SecretKind {
             PostmanKey => "postman_key",
             AgeSecretKey => "age_secret_key",
             GrafanaToken => "grafana_token",
+            VendorToken => "vendor_token",
             HighEntropy => "high_entropy",
         }
     }
@@ -179,6 +187,7 @@ impl SecretKind {
         SecretKind::PostmanKey,
         SecretKind::AgeSecretKey,
         SecretKind::GrafanaToken,
+        SecretKind::VendorToken,
         SecretKind::HighEntropy,
     ];
 }
@@ -349,6 +358,8 @@ enum Class {
     AlnumDash,
     /// `[A-Za-z0-9_=-]`
     Base64UrlEq,
+    /// `[A-Za-z0-9+/=]`
+    Base64,
 }
 
 impl Class {
@@ -365,6 +376,7 @@ impl Class {
             Class::Hex => b.is_ascii_hexdigit(),
             Class::AlnumDash => b.is_ascii_alphanumeric() || b == b'-',
             Class::Base64UrlEq => b.is_ascii_alphanumeric() || b"_=-".contains(&b),
+            Class::Base64 => b.is_ascii_alphanumeric() || b"+/=".contains(&b),
         }
     }
 }
@@ -553,6 +565,73 @@ const PREFIXED: &[Prefixed] = {
         p(b"AGE-SECRET-KEY-1", UpperAlnum, 58, 58, AgeSecretKey),
         p(b"glc_", Base64Url, 32, 255, GrafanaToken),
         p(b"glsa_", Word, 32, 255, GrafanaToken),
+        // Gitleaks' default rules (gitleaks/gitleaks, config/gitleaks.toml) with a literal prefix
+        // that the entries above did not know; the rule ids are in the table test
+        // (daemon/tests/it/export_redaction.rs, `gitleaks_prefixed`).
+        p(b"A3T", UpperAlnum, 17, 17, AwsAccessKey),
+        p(b"glcbt-", Base64Url, 22, 64, GitlabToken),
+        p(b"glffct-", Base64Url, 20, 64, GitlabToken),
+        p(b"glft-", Base64Url, 20, 64, GitlabToken),
+        p(b"glimt-", Base64Url, 20, 64, GitlabToken),
+        p(b"glagent-", Base64Url, 20, 64, GitlabToken),
+        p(b"gloas-", Base64Url, 20, 64, GitlabToken),
+        p(b"GR1348941", Base64Url, 20, 64, GitlabToken),
+        p(b"_gitlab_session=", LowerAlnum, 32, 32, GitlabToken),
+        p(b"sk_prod_", Alnum, 10, 255, StripeKey),
+        p(b"rk_prod_", Alnum, 10, 255, StripeKey),
+        p(b"eyJrIjoi", Base64, 70, 400, GrafanaToken),
+        p(b"api_org_", Alpha, 34, 34, HuggingfaceToken),
+        p(b"pubkey-", LowerHex, 32, 32, MailgunKey),
+        p(b"ops_eyJ", Base64, 250, 4096, VendorToken),
+        p(b"p8e-", Alnum, 32, 32, VendorToken),
+        p(b"LTAI", Alnum, 20, 20, VendorToken),
+        p(b"AKCp", Alnum, 69, 69, VendorToken),
+        p(b"CLOJARS_", Alnum, 60, 60, VendorToken),
+        p(b"dp.pt.", Alnum, 43, 43, VendorToken),
+        p(b"duffel_test_", Base64UrlEq, 43, 43, VendorToken),
+        p(b"duffel_live_", Base64UrlEq, 43, 43, VendorToken),
+        p(b"dt0c01.", Base64UrlDot, 89, 89, VendorToken),
+        p(b"EZAK", Alnum, 54, 54, VendorToken),
+        p(b"EZTK", Alnum, 54, 54, VendorToken),
+        p(b"EAAC", Alnum, 100, 1024, VendorToken),
+        p(b"EAAM", Alnum, 100, 1024, VendorToken),
+        p(b"EAAA", Base64Url, 22, 60, VendorToken),
+        p(b"FLWSECK_TEST-", AlnumDash, 12, 40, VendorToken),
+        p(b"fo1_", Base64Url, 43, 43, VendorToken),
+        p(b"fm1a_", Base64, 100, 4096, VendorToken),
+        p(b"fm1r_", Base64, 100, 4096, VendorToken),
+        p(b"fm2_", Base64, 100, 4096, VendorToken),
+        p(b"fio-u-", Base64UrlEq, 64, 64, VendorToken),
+        p(b"ico-", Alnum, 32, 32, VendorToken),
+        p(b"s-s4t2ud-", Hex, 64, 64, VendorToken),
+        p(b"s-s4t2af-", Hex, 64, 64, VendorToken),
+        p(b"ntn_", Alnum, 46, 46, VendorToken),
+        p(b"API-", UpperAlnum, 26, 26, VendorToken),
+        p(b"sha256~", Base64Url, 43, 43, VendorToken),
+        p(b"pplx-", Alnum, 48, 48, VendorToken),
+        p(b"pscale_tkn_", Base64UrlDot, 32, 64, VendorToken),
+        p(b"pscale_oauth_", Base64UrlDot, 32, 64, VendorToken),
+        p(b"pscale_pw_", Base64UrlDot, 32, 64, VendorToken),
+        p(b"pnu_", Alnum, 36, 36, VendorToken),
+        p(b"pul-", LowerHex, 40, 40, VendorToken),
+        p(b"rdme_", LowerAlnum, 70, 70, VendorToken),
+        p(b"rubygems_", LowerHex, 48, 48, VendorToken),
+        p(b"tk-us-", Base64Url, 48, 48, VendorToken),
+        p(b"xkeysib-", AlnumDash, 81, 81, VendorToken),
+        p(b"sntryu_", LowerHex, 64, 64, VendorToken),
+        p(b"sm_pat_", Alnum, 16, 16, VendorToken),
+        p(b"sm_aat_", Alnum, 16, 16, VendorToken),
+        p(b"sm_sat_", Alnum, 16, 16, VendorToken),
+        p(b"shippo_live_", Hex, 40, 40, VendorToken),
+        p(b"shippo_test_", Hex, 40, 40, VendorToken),
+        p(b"sgp_", Word, 40, 80, VendorToken),
+        p(b"sq0atp-", Base64Url, 22, 60, VendorToken),
+        p(b"NRAK-", UpperAlnum, 27, 27, VendorToken),
+        p(b"NRII-", AlnumDash, 32, 32, VendorToken),
+        p(b"NRJS-", LowerHex, 19, 19, VendorToken),
+        p(b"tfp_", Base64UrlDot, 59, 59, VendorToken),
+        p(b"v1.0-", AlnumDash, 171, 171, VendorToken),
+        p(b"4b1d", Alnum, 38, 38, VendorToken),
     ]
 };
 

@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::decide::canonical_key;
-use crate::shell::{self, Analysis, Limits};
+use cmdgate_policy::decide::canonical_key;
+use cmdgate_policy::shell::{self, Analysis, Limits};
 
 use super::redact::redact;
 

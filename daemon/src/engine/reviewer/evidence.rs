@@ -8,8 +8,8 @@
 //! it; the **call** part is this tool call: its input, its classification, the mirror run's effects,
 //! saved-rule candidates.
 
+use crate::engine::export::redact;
 use cmdgate_policy::decide::{Rule, RuleKind};
-use cmdgate_policy::export::redact;
 use cmdgate_policy::shell::{self, Analysis, Limits, Word};
 use serde::Serialize;
 use serde_json::{json, Value};
