@@ -294,6 +294,19 @@ impl Engine {
 
     /// The run's own `run` row (the mirrored run, not an apply or undo), if still in the audit.
     async fn run_row(&self, run_id: &str) -> Option<Entry> {
+        self.find_run_row(run_id, |e| {
+            (e.source == Some(cmdgate_policy::wire::Source::Sandbox.into())).then_some(e)
+        })
+        .await
+    }
+
+    /// The first of the newest run rows of run `run_id` (its note) that `pick` takes, if any is
+    /// still in the audit.
+    pub(super) async fn find_run_row<T: Send + 'static>(
+        &self,
+        run_id: &str,
+        pick: impl Fn(Entry) -> Option<T> + Send + 'static,
+    ) -> Option<T> {
         let note = crate::engine::runs::run_note(run_id);
         self.store
             .read(move |c| {
@@ -307,9 +320,9 @@ impl Engine {
                     },
                 )?;
                 Ok(rows.into_iter().find_map(|r| {
-                    (r.entry.note.as_deref() == Some(note.as_str())
-                        && r.entry.source == Some(cmdgate_policy::wire::Source::Sandbox.into()))
-                    .then_some(r.entry)
+                    (r.entry.note.as_deref() == Some(note.as_str()))
+                        .then_some(r.entry)
+                        .and_then(&pick)
                 }))
             })
             .await

@@ -458,29 +458,11 @@ impl Engine {
 
     /// The project and learning key of run `run_id` (from its own run row), if still audited.
     async fn acceptance_of_run(&self, run_id: &str) -> Option<(String, String)> {
-        let note = crate::engine::runs::run_note(run_id);
-        self.store
-            .read(move |c| {
-                let rows = audit::query(
-                    c,
-                    &audit::Query {
-                        kind: Some(Kind::Run.as_str().into()),
-                        limit: Some(10_000),
-                        newest: true,
-                        ..Default::default()
-                    },
-                )?;
-                Ok(rows.into_iter().find_map(|r| {
-                    if r.entry.note.as_deref() != Some(note.as_str()) {
-                        return None;
-                    }
-                    let (key, _, _) = accept::of_row(r.entry.sandbox.as_deref())?;
-                    Some((r.entry.project?, key))
-                }))
-            })
-            .await
-            .ok()
-            .flatten()
+        self.find_run_row(run_id, |e| {
+            let (key, _, _) = accept::of_row(e.sandbox.as_deref())?;
+            Some((e.project?, key))
+        })
+        .await
     }
 
     /// `cmdgate runs`: recent run rows (newest first) with the journal's undo state.
