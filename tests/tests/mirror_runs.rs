@@ -210,6 +210,37 @@ fn a_ticket_runs_only_from_its_directory() {
 }
 
 #[test]
+fn a_ticket_issued_under_an_older_map_revision_runs_nothing() {
+    let g = gate();
+    let rewritten = g.pre_rewrite("t1", "touch made");
+    // The operator changes and re-signs the map between the decision and the redemption: the
+    // decision was made under a map that no longer holds, so the ticket runs nothing and says why.
+    let map = g.proj.join("CLAUDE_CMDS.md");
+    let text = std::fs::read_to_string(&map).unwrap();
+    let edited = text.replacen("- `pwd`\n", "- `pwd`\n- `make lint`\n", 1);
+    assert_ne!(edited, text, "the starter map changed: adapt this test");
+    std::fs::write(&map, edited).unwrap();
+    g.resign();
+    let late = g.shell(&rewritten);
+    assert_eq!(late.status.code(), Some(126), "{}", late.stderr_text());
+    assert!(
+        late.stderr_text()
+            .contains("the tier map changed since the decision"),
+        "{}",
+        late.stderr_text()
+    );
+    assert!(!g.proj.join("made").exists(), "nothing ran");
+    // Nor does it run later: the attempt burnt the ticket.
+    let again = g.shell(&rewritten);
+    assert_eq!(again.status.code(), Some(126), "{}", again.stderr_text());
+    assert!(!g.proj.join("made").exists());
+    // The same command decided under the new map runs.
+    let ok = g.shell(&g.pre_rewrite("t2", "touch made"));
+    assert_eq!(ok.status.code(), Some(0), "{}", ok.stderr_text());
+    assert!(g.proj.join("made").exists());
+}
+
+#[test]
 fn a_daemon_killed_mid_run_commits_nothing_and_the_client_says_so() {
     let mut g = gate();
     let cmd = g.pre_rewrite(
