@@ -13,7 +13,7 @@ use cmdgate_policy::decide::paths::Base;
 use cmdgate_policy::shell::read::{self, Pack, ReadPolicy, ReadVerdict, SecretPaths};
 use cmdgate_policy::shell::Script;
 use cmdgate_policy::shell::{self, Analysis, Limits, Unanalyzable, Word};
-use cmdgate_policy::tiermap::{Tier, TierMap};
+use cmdgate_policy::tiermap::{self, Sketch, Tier};
 
 use crate::config::Config;
 use crate::memo::Memo;
@@ -42,9 +42,10 @@ fn describe(u: &Unanalyzable) -> String {
 
 /// Classifies a Bash `command` string run in `cwd`.
 ///
-/// The project's map is parsed first without its signature, and verified only when what it says
-/// could change the answer; otherwise the built-in lists answer, as they do with no map. A map
-/// changes the answer when
+/// The project's map is first sketched (`tiermap::sketch`: only its entries for the command words
+/// the string names, unverified), and parsed whole and verified only when what it says could
+/// change the answer; otherwise the built-in lists answer, as they do with no map. A map changes
+/// the answer when
 /// - an entry of tier 1, 2 or 3 matches a command (it routes or denies what the built-in lists
 ///   may allow), or its `read-packs-off:` switches off the pack of a command: checked first;
 /// - or its tier 0 would vouch for a command the read classifier asks about, and the built-in
@@ -52,8 +53,11 @@ fn describe(u: &Unanalyzable) -> String {
 ///   command gets a subset of the built-in checks, `policy::shell::read`), so a string that is a
 ///   read without it stays one with it.
 ///
-/// An unverified map never widens anything: when it matters it is verified (or, failing that,
-/// treated as absent) and the string is classified again with it, exactly as before the skip.
+/// For a map that parses, the sketch answers both questions exactly as the whole map would for
+/// every command of the string (its promise, tested in `policy/tests/it/tiermap_props.rs`); a
+/// text the sketch already finds invalid is verified (and so refused) the old way, for the
+/// reason it gives. An unverified map never widens anything: when it matters it is verified (or,
+/// failing that, treated as absent) and the string is classified again with it.
 pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> Local {
     let analysis = shell::analyze(command, &Limits::default());
     let script = match &analysis {
@@ -68,17 +72,34 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
         project_dir,
         kernel: &kernel,
     };
-    if seen.unverified().is_some_and(|m| restricts(m, script, cfg)) {
+    // The words an entry could match as a command word: every word as written and its last
+    // component (the restricting tiers match a command given by its path, `/bin/rm`; the read
+    // classifier also judges a command without a glob that matches nothing, so any word can be
+    // `argv[0]` of what tier 0 is asked about).
+    let words: Vec<&str> = script
+        .commands
+        .iter()
+        .flat_map(|c| c.argv.iter().map(Word::text))
+        .flat_map(|w| [w, w.rsplit('/').next().unwrap_or(w)])
+        .collect();
+    let probe = seen.text().map(|text| Probe {
+        sketch: tiermap::sketch(text, &|w| words.contains(&w)),
+        words: &words,
+    });
+    if probe
+        .as_ref()
+        .is_some_and(|p| p.sketch.invalid() || restricts(&p.sketch, script, cfg))
+    {
         let map = tier::verify(cfg.keys_path.as_deref(), project_dir, seen);
         return decide(script, &map, None, &at, cfg, &mut secrets).0;
     }
     let unused = match &seen {
-        Seen::Parsed(_) => {
+        Seen::Found(_) => {
             MapState::Absent("CLAUDE_CMDS.md was not verified: none of its entries applies".into())
         }
         Seen::Absent(why) => MapState::Absent(why.clone()),
     };
-    let (local, would_vouch) = decide(script, &unused, seen.unverified(), &at, cfg, &mut secrets);
+    let (local, would_vouch) = decide(script, &unused, probe.as_ref(), &at, cfg, &mut secrets);
     if would_vouch && !matches!(local, Local::Read { .. }) {
         let map = tier::verify(cfg.keys_path.as_deref(), project_dir, seen);
         return decide(script, &map, None, &at, cfg, &mut secrets).0;
@@ -86,10 +107,30 @@ pub fn classify(command: &str, cwd: &Path, project_dir: &Path, cfg: &Config) -> 
     local
 }
 
-/// Whether `map` (unverified) routes or denies a command of `script` (tiers 1–3), or switches off
-/// a read pack one of its commands belongs to: the lookups [`decide`] makes with a verified map
-/// (the read classifier judges a pack by the command's name, the last component of `argv[0]`).
-fn restricts(map: &TierMap, script: &Script, cfg: &Config) -> bool {
+/// The map's sketch for the words of one command string, asked what tier 0 would say.
+struct Probe<'w> {
+    sketch: Sketch,
+    /// The words the sketch was made for.
+    words: &'w [&'w str],
+}
+
+impl Probe<'_> {
+    /// Whether tier 0 of the whole map might vouch for `argv`: the sketch's answer, and yes for
+    /// an argv whose command word it was not made for (none is expected: every word is in it).
+    fn may_vouch(&self, argv: &[&str]) -> bool {
+        let covered = |w: &str| self.words.contains(&w);
+        match argv.first() {
+            Some(&w) if !covered(w) || !covered(w.rsplit('/').next().unwrap_or(w)) => true,
+            _ => self.sketch.classify(argv) == Some(Tier::Read),
+        }
+    }
+}
+
+/// Whether `map` (a sketch, unverified) routes or denies a command of `script` (tiers 1–3), or
+/// switches off a read pack one of its commands belongs to: the lookups [`decide`] makes with a
+/// verified map (the read classifier judges a pack by the command's name, the last component of
+/// `argv[0]`).
+fn restricts(map: &Sketch, script: &Script, cfg: &Config) -> bool {
     let on = map.read_packs(cfg.read_packs);
     let switched_off: Vec<&str> = Pack::ALL
         .iter()
@@ -100,18 +141,18 @@ fn restricts(map: &TierMap, script: &Script, cfg: &Config) -> bool {
         let argv = texts(&cmd.argv);
         let name = argv.first().map(|c| c.rsplit('/').next().unwrap_or(c));
         name.is_some_and(|n| switched_off.contains(&n))
-            || matches!(map.classify(&argv), Some((tier, _)) if tier != Tier::Read)
+            || matches!(map.classify(&argv), Some(tier) if tier != Tier::Read)
     })
 }
 
 /// Classifies `script` with `map` (verified, or absent with why). With `probe` (the map's
-/// unverified parse, only beside an absent map) the second value says whether its tier 0 would
+/// unverified sketch, only beside an absent map) the second value says whether its tier 0 would
 /// have vouched for a command the read classifier asked about; it is never used to decide.
 /// `secrets` keeps the compiled secret table between calls.
 fn decide(
     script: &Script,
     map: &MapState,
-    probe: Option<&TierMap>,
+    probe: Option<&Probe<'_>>,
     at: &Place<'_>,
     cfg: &Config,
     secrets: &mut Option<SecretPaths>,
@@ -198,7 +239,7 @@ fn decide(
     // The unverified map's tier 0, asked the same question and never believed.
     let would_vouch = Cell::new(false);
     let probe_tier0 = |argv: &[&str]| {
-        if probe.is_some_and(|m| matches!(m.classify(argv), Some((Tier::Read, _)))) {
+        if probe.is_some_and(|p| p.may_vouch(argv)) {
             would_vouch.set(true);
         }
         false

@@ -4,10 +4,11 @@
 //! with the revisions the daemon published as accepted (a replayed older map is not used locally);
 //! tiers 1–3 only ever route or deny more, so they are used as they are.
 //!
-//! Two steps, because the signature is most of what the map costs (pinned keys, SHA-256 of the
-//! canonical bytes, ed25519: about 0.6 M instructions a call) and most commands are answered the
-//! same with or without the map: [`read`] parses the file unverified, `bash.rs` asks whether any
-//! entry of it could change this command's answer, and only then [`verify`] checks the signature.
+//! Three steps, because the map's parse and signature are most of what the hook's fast path
+//! would cost and most commands are answered the same with or without the map: [`read`] reads the
+//! text, `bash.rs` sketches it (`tiermap::sketch`: only the entries whose command word the string
+//! names, without the checks that only refuse a map) and asks whether any of them could change
+//! this command's answer, and only then [`verify`] parses the whole map and checks its signature.
 //! Nothing read unverified ever widens an answer: a map that is not verified is no map.
 
 use std::fs::File;
@@ -35,20 +36,20 @@ impl MapState {
     }
 }
 
-/// The map on disk before its signature is checked.
+/// The map on disk before it is parsed or its signature is checked.
 #[derive(Debug)]
 pub enum Seen {
-    /// It parsed; what it says is untrusted until [`verify`].
-    Parsed(Box<Unverified>),
+    /// Its text; what it says is untrusted until [`verify`].
+    Found(String),
     /// No map the hook could use, and why: it would not verify either.
     Absent(String),
 }
 
 impl Seen {
-    /// What the map says, untrusted.
-    pub fn unverified(&self) -> Option<&tiermap::TierMap> {
+    /// The text, untrusted.
+    pub fn text(&self) -> Option<&str> {
         match self {
-            Seen::Parsed(u) => Some(u.map()),
+            Seen::Found(t) => Some(t),
             Seen::Absent(_) => None,
         }
     }
@@ -71,7 +72,7 @@ fn read_small(path: &Path, max: usize) -> io::Result<Option<String>> {
         .map_err(|_| io::Error::other("not UTF-8"))
 }
 
-/// Reads and parses `project_dir/CLAUDE_CMDS.md`, without checking its signature. Without a
+/// Reads `project_dir/CLAUDE_CMDS.md`, without parsing it or checking its signature. Without a
 /// pinned-keys location no map can verify, so it is not even read.
 pub fn read(keys_path: Option<&Path>, project_dir: &Path) -> Seen {
     if keys_path.is_none() {
@@ -89,27 +90,27 @@ pub fn read(keys_path: Option<&Path>, project_dir: &Path) -> Seen {
         }
         _ => {}
     }
-    let text = match read_small(&map_path, MAX_MAP_BYTES) {
-        Ok(Some(t)) => t,
-        Ok(None) => return Seen::Absent(format!("no {}", map_path.display())),
-        Err(e) => return Seen::Absent(format!("{}: {e}", map_path.display())),
-    };
-    match Unverified::parse(text) {
-        Ok(u) => Seen::Parsed(Box::new(u)),
-        Err(diags) => {
-            let first = diags.first().map(ToString::to_string).unwrap_or_default();
-            Seen::Absent(format!(
-                "{} does not verify: it is not a valid tier map: {first}",
-                map_path.display()
-            ))
-        }
+    match read_small(&map_path, MAX_MAP_BYTES) {
+        Ok(Some(t)) => Seen::Found(t),
+        Ok(None) => Seen::Absent(format!("no {}", map_path.display())),
+        Err(e) => Seen::Absent(format!("{}: {e}", map_path.display())),
     }
 }
 
-/// Checks the signature of what [`read`] found against the keys at `keys_path`.
+/// Parses what [`read`] found and checks its signature against the keys at `keys_path`.
 pub fn verify(keys_path: Option<&Path>, project_dir: &Path, seen: Seen) -> MapState {
+    let map_path = project_dir.join(tiermap::FILE_NAME);
     let unverified = match seen {
-        Seen::Parsed(u) => u,
+        Seen::Found(text) => match Unverified::parse(text) {
+            Ok(u) => u,
+            Err(diags) => {
+                let first = diags.first().map(ToString::to_string).unwrap_or_default();
+                return MapState::Absent(format!(
+                    "{} does not verify: it is not a valid tier map: {first}",
+                    map_path.display()
+                ));
+            }
+        },
         Seen::Absent(why) => return MapState::Absent(why),
     };
     let Some(keys_path) = keys_path else {
@@ -130,7 +131,6 @@ pub fn verify(keys_path: Option<&Path>, project_dir: &Path, seen: Seen) -> MapSt
             ));
         }
     };
-    let map_path = project_dir.join(tiermap::FILE_NAME);
     match unverified.verify(&keys) {
         Ok(v) => MapState::Verified(Box::new(v)),
         Err(e) => MapState::Absent(format!("{} does not verify: {e}", map_path.display())),

@@ -328,6 +328,47 @@ fn the_signature_is_checked_whenever_the_map_changes_the_answer() {
     assert_eq!(run(&w, "git log -3").0, "allow");
 }
 
+/// The hook sketches the map (only the entries whose command word the string names, without the
+/// checks that only refuse a map) to learn whether it matters. Every entry a command meets must
+/// still decide: one spelled with the program's path, one after a fence that holds a fake
+/// heading, one with options or an example under it, one for a later command of a compound, a
+/// tier-0 entry for a command the built-in list does not read.
+#[test]
+fn the_sketch_finds_every_entry_a_command_meets() {
+    const TEXT: &str = "---\nrevision: 5\n---\n\n# Commands\n\n\
+                        ## Tier 0 — read\n\n- `make docs`\n  - does not match `make`\n\n\
+                        ## Tier 1 — sandbox\n\n- `head *` — timeout=5s\n\n\
+                        ## Tier 2 — ask\n\n```\n## Tier 0 — read\n```\n\n- `ls *`\n- `wc *`\n\n\
+                        ## Tier 3 — deny\n\n- `cat notes.txt`\n";
+    let run = |w: &World, command: &str| w.run(&w.pre("Bash", bash(command)), &[]).decision();
+    let w = World::new();
+    sign_whole(&w, TEXT);
+    std::fs::write(w.path("work/notes.txt"), "hello").unwrap();
+    for (command, why) in [
+        ("ls -la", "tier 2"),
+        ("/bin/ls -la", "tier 2"),
+        ("/usr/bin/ls", "tier 2"),
+        ("cd src && ls", "tier 2"),
+        ("git status && echo hi; wc -l notes.txt", "tier 2"),
+        ("head -5 notes.txt", "tier 1"),
+        ("cat notes.txt", "tier 3"),
+        ("echo x | cat notes.txt", "tier 3"),
+    ] {
+        let (d, reason) = run(&w, command);
+        assert_eq!(d, "deny", "{command}: {reason}");
+        assert!(reason.contains(why), "{command}: {reason}");
+    }
+    let (d, reason) = run(&w, "make docs");
+    assert_eq!(d, "allow", "tier 0: {reason}");
+    assert!(reason.contains("revision 5"), "{reason}");
+    // Commands the map does not name are answered by the built-in list, map or not.
+    for command in ["git status", "grep -n x notes.txt", "cat README.md"] {
+        let (d, reason) = run(&w, command);
+        assert_eq!(d, "allow", "{command}: {reason}");
+        assert!(reason.contains("built-in read list"), "{command}: {reason}");
+    }
+}
+
 #[test]
 fn escape_hatch_still_denies_tier_three_and_catastrophic_commands() {
     let mut w = World::new();

@@ -26,7 +26,9 @@ pub use canonical::{
     canonical_bytes, canonical_text, content_hash, signing_message, ContentHash, SIGNING_DOMAIN,
 };
 pub use keys::{PinError, PinnedKey, PinnedKeys, MAX_KEY_NAME_LEN, PINNED_KEYS_FILE};
-pub use parse::{parse, Entry, Example, SandboxOptions, TierMap, MAX_MAP_BYTES, MAX_TIMEOUT};
+pub use parse::{
+    parse, sketch, Entry, Example, SandboxOptions, Sketch, TierMap, MAX_MAP_BYTES, MAX_TIMEOUT,
+};
 pub use pattern::{Pattern, PatternError, PatternWord};
 pub use starter::STARTER_MAP;
 pub use verify::{

@@ -165,7 +165,10 @@ impl TierMap {
 /// it is [`super::verify`]'s job); a trailer anywhere else is an error. Returns every diagnostic,
 /// in line order, if there is any.
 pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
-    let mut p = Parser { diags: Vec::new() };
+    let mut p = Parser {
+        diags: Vec::new(),
+        only: None,
+    };
     if text.len() > MAX_MAP_BYTES {
         p.err(
             0,
@@ -211,6 +214,95 @@ pub fn parse(text: &str) -> Result<TierMap, Vec<Diagnostic>> {
     Err(p.diags)
 }
 
+/// The entries of a tier map that some commands could meet, read by [`sketch`]: untrusted, never a
+/// map (it cannot be verified or used to decide), only the hook's way to learn cheaply whether the
+/// whole map matters for one command string.
+#[derive(Debug, Clone)]
+pub struct Sketch {
+    /// `read-packs-off:` and the wanted entries, in file order; `revision` is meaningless.
+    map: TierMap,
+    /// Whether the structural pass already found the text invalid.
+    invalid: bool,
+}
+
+impl Sketch {
+    /// [`TierMap::classify`]'s tier for `argv`.
+    pub fn classify(&self, argv: &[&str]) -> Option<Tier> {
+        self.map.classify(argv).map(|(tier, _)| tier)
+    }
+
+    /// [`TierMap::read_packs`].
+    pub fn read_packs(&self, packs: PackSet) -> PackSet {
+        self.map.read_packs(packs)
+    }
+
+    /// The entries kept, in file order (options and examples are not read: always empty).
+    pub fn entries(&self) -> &[Entry] {
+        &self.map.entries
+    }
+
+    /// `read-packs-off:` as read.
+    pub fn read_packs_off(&self) -> &[Pack] {
+        &self.map.read_packs_off
+    }
+
+    /// The text is certainly not a valid map ([`parse`] refuses it; the converse does not hold:
+    /// the sketch skips most of the checks).
+    pub fn invalid(&self) -> bool {
+        self.invalid
+    }
+}
+
+/// The entries of `text` whose command word `wanted` accepts, for a hook call that must know
+/// whether the map could change its answer before paying for [`parse`] (about 0.5 M instructions
+/// for the starter map; this is a fraction of it).
+///
+/// The promise, for every `text` that [`parse`] accepts: the sketch has exactly the entries of the
+/// parsed map whose command word `wanted` accepts (a word with a backslash escape is always
+/// kept), with the same tier, pattern and order, and the same `read-packs-off:`; so for any argv
+/// whose `argv[0]` and last component of `argv[0]` `wanted` accepts, [`Sketch::classify`] gives
+/// what the parsed map's `classify` gives. It is the same parser (headings, fences, list items,
+/// front matter, trailer), skipping only what can refuse a map but never moves an entry:
+/// invisible characters, entry options, examples, duplicate patterns, unwanted patterns. For a
+/// text `parse` refuses the sketch may say anything: such a map is no map either way.
+pub fn sketch(text: &str, wanted: &dyn Fn(&str) -> bool) -> Sketch {
+    let mut p = Parser {
+        diags: Vec::new(),
+        only: Some(wanted),
+    };
+    let empty = |invalid| Sketch {
+        map: TierMap {
+            revision: 0,
+            project: None,
+            description: None,
+            read_packs_off: Vec::new(),
+            entries: Vec::new(),
+        },
+        invalid,
+    };
+    if text.len() > MAX_MAP_BYTES {
+        return empty(true);
+    }
+    let all = lines(text);
+    let body_end = p.check_trailers(&all);
+    let lines = &all[..body_end];
+    let (front, body_start) = p.front_matter(lines);
+    let entries = match body_start {
+        Some(start) => p.body(lines, start),
+        None => return empty(true),
+    };
+    Sketch {
+        map: TierMap {
+            revision: front.revision.unwrap_or(0),
+            project: None,
+            description: None,
+            read_packs_off: front.read_packs_off,
+            entries,
+        },
+        invalid: !p.diags.is_empty() || front.revision.is_none(),
+    }
+}
+
 /// The front matter's values as far as they parsed; missing ones are reported separately.
 #[derive(Default)]
 struct FrontMatter {
@@ -235,12 +327,15 @@ enum Section {
 }
 
 /// Parsing state shared by the passes over the file.
-struct Parser {
+struct Parser<'w> {
     /// Every problem found so far: parsing goes on after an error so the operator sees them all.
     diags: Vec<Diagnostic>,
+    /// [`sketch`]: build only the entries whose command word this accepts, and skip the checks
+    /// that cannot move an entry. `None`: the whole parse.
+    only: Option<&'w dyn Fn(&str) -> bool>,
 }
 
-impl Parser {
+impl Parser<'_> {
     fn err(&mut self, line: usize, message: impl Into<String>) {
         self.diags.push(Diagnostic::new(FILE_NAME, line, message));
     }
@@ -461,6 +556,10 @@ impl Parser {
             let item = list_item(t);
             if let (Section::Tier(_), Some(content), Prev::Entry) = (section, item, prev) {
                 if indent > 0 && !indent_is_code(line) {
+                    if self.only.is_some() {
+                        // An example never moves an entry.
+                        continue;
+                    }
                     if let Some(example) = self.example(ln, content) {
                         if let Some(e) = entries.last_mut().filter(|e| e.line < ln) {
                             e.examples.push(example);
@@ -474,15 +573,20 @@ impl Parser {
                     if indent > 0 {
                         self.err(ln, "entries must start at the beginning of the line (nested lists are not entries)");
                     } else if let Some(entry) = self.entry(ln, tier, content) {
-                        let key = entry.pattern.as_str().to_owned();
-                        if let Some(&(t0, l0)) = patterns.get(&key) {
-                            self.err(
-                                ln,
-                                format!("`{key}` is already listed in {t0} on line {l0}"),
-                            );
-                        } else {
-                            patterns.insert(key, (tier, ln));
+                        if self.only.is_some() {
+                            // A duplicate only refuses the map: the sketch keeps both.
                             entries.push(entry);
+                        } else {
+                            let key = entry.pattern.as_str().to_owned();
+                            if let Some(&(t0, l0)) = patterns.get(&key) {
+                                self.err(
+                                    ln,
+                                    format!("`{key}` is already listed in {t0} on line {l0}"),
+                                );
+                            } else {
+                                patterns.insert(key, (tier, ln));
+                                entries.push(entry);
+                            }
                         }
                     }
                     prev = Prev::Entry;
@@ -562,6 +666,21 @@ impl Parser {
         };
         let pattern_text = &after_tick[..close];
         let rest = &after_tick[close + 1..];
+        if let Some(wanted) = self.only {
+            // The command word as `Pattern::parse` reads it (a literal; escapes kept to be safe).
+            let word = pattern_text.split_ascii_whitespace().next().unwrap_or("");
+            if !word.contains('\\') && !wanted(word) {
+                return None;
+            }
+            // Options only refuse a map or tune a test-run; the sketch never runs anything.
+            return Some(Entry {
+                tier,
+                pattern: Pattern::parse(pattern_text).ok()?,
+                options: SandboxOptions::default(),
+                line: ln,
+                examples: Vec::new(),
+            });
+        }
         let pattern = match Pattern::parse(pattern_text) {
             Ok(p) => Some(p),
             Err(e) => {

@@ -178,3 +178,167 @@ proptest! {
         prop_assert_eq!(PinnedKeys::parse(&file).expect("own output parses"), keys);
     }
 }
+
+/// Command words the generated maps use (a path, a dash, an escape-free literal each).
+const WORDS: [&str; 7] = ["ls", "git", "rm", "/bin/rm", "make", "gh", "cargo"];
+
+/// Noise between sections and entries: prose, code spans, fences holding entry-like lines,
+/// other headings, indented code, block quotes, plain items (some of which refuse the map).
+fn noise() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "Some prose with a `ls *` code span.\n",
+        "```\n- `rm *`\n## Tier 0 — read\n```\n",
+        "~~~~\n- `git *`\n~~~\n~~~~\n",
+        "### Details\n",
+        "    - `ls *`\n",
+        "> - `rm *`\n",
+        "- plain item\n",
+        "- `ls *` <!-- note -->\n",
+        "## Notes\n\n- `make *`\n",
+        "# Title\n",
+    ])
+}
+
+/// An entry: command word, arguments, and what follows it (nothing, options, an example).
+fn entry() -> impl Strategy<Value = (&'static str, Vec<&'static str>, u8)> {
+    (
+        prop::sample::select(WORDS.to_vec()),
+        prop::collection::vec(
+            prop::sample::select(vec![
+                "*", "status", "-la", "--force", "push", "x*y", "build", "\\*",
+            ]),
+            0..3,
+        ),
+        0u8..8,
+    )
+}
+
+/// A tier map: front matter (sometimes with `read-packs-off:`), then tier sections (each tier at
+/// most once, in any order) of entries with noise between, and sometimes a trailer. Duplicate
+/// patterns get a distinct last word, so that many generated maps parse.
+fn map_text() -> impl Strategy<Value = String> {
+    let section = (
+        0u8..4,
+        prop::collection::vec(entry(), 0..5),
+        prop::option::of(noise()),
+    );
+    (
+        any::<bool>(),
+        prop::collection::vec(section, 0..5),
+        prop::option::of(noise()),
+        any::<bool>(),
+    )
+        .prop_map(|(packs_off, sections, lead, trailer)| {
+            let mut t = String::from("---\nrevision: 2\n");
+            if packs_off {
+                t.push_str("read-packs-off: gh, kubectl\n");
+            }
+            t.push_str("---\n\n");
+            if let Some(n) = lead {
+                t.push_str(n);
+                t.push('\n');
+            }
+            let mut seen_tiers = Vec::new();
+            let mut seen_patterns: Vec<String> = Vec::new();
+            for (tier, entries, noise) in sections {
+                if seen_tiers.contains(&tier) {
+                    continue;
+                }
+                seen_tiers.push(tier);
+                let name = ["read", "sandbox", "ask", "deny"][usize::from(tier)];
+                t.push_str(&format!("## Tier {tier} — {name}\n\n"));
+                for (i, (w, args, extra)) in entries.into_iter().enumerate() {
+                    let mut pattern = format!("{w} {}", args.join(" ")).trim_end().to_owned();
+                    if seen_patterns.contains(&pattern) {
+                        pattern = format!("{pattern} n{}-{i}", seen_patterns.len());
+                    }
+                    seen_patterns.push(pattern.clone());
+                    t.push_str(&format!("- `{pattern}`"));
+                    match extra {
+                        0 if tier == 1 => t.push_str(" — timeout=5s"),
+                        1 => t.push_str("\n  - does not match `zz-no-match`"),
+                        2 => t.push_str(" — timeout=5s"),
+                        _ => {}
+                    }
+                    t.push('\n');
+                }
+                t.push('\n');
+                if let Some(n) = noise {
+                    t.push_str(n);
+                    t.push('\n');
+                }
+            }
+            if trailer {
+                t.push_str("<!-- cmdgate-signature: key=k sig=vault:v1:AA== -->\n");
+            }
+            t
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+    /// The hook's sketch (`tiermap::sketch`) keeps its promise: for a map that parses, exactly the
+    /// parsed map's entries whose command word is wanted (same tier, pattern, line, order), the
+    /// same `read-packs-off:`, so the same `classify` for every argv of wanted words; and a text
+    /// the sketch calls invalid never parses.
+    #[test]
+    fn the_sketch_is_the_parsed_map_for_the_wanted_words(
+        t in prop_oneof![map_text(), text()],
+        wanted in prop::collection::vec(prop::sample::select(WORDS.to_vec()), 0..4),
+        args in prop::collection::vec(prop::sample::select(vec!["status", "-la", "--force", "push", "xay", "x"]), 0..3),
+    ) {
+        let sketch = cmdgate_policy::tiermap::sketch(&t, &|w| wanted.contains(&w));
+        let parsed = parse(&t);
+        if sketch.invalid() {
+            prop_assert!(parsed.is_err(), "the sketch called a valid map invalid");
+        }
+        let Ok(map) = parsed else { return Ok(()) };
+        prop_assert!(!sketch.invalid());
+        let kept: Vec<_> = map
+            .entries()
+            .iter()
+            .filter(|e| wanted.contains(&e.pattern.command()))
+            .map(|e| (e.tier, e.pattern.clone(), e.line))
+            .collect();
+        let got: Vec<_> = sketch
+            .entries()
+            .iter()
+            .map(|e| (e.tier, e.pattern.clone(), e.line))
+            .collect();
+        prop_assert_eq!(got, kept);
+        prop_assert_eq!(sketch.read_packs_off(), map.read_packs_off.as_slice());
+        for w in &wanted {
+            let base = w.rsplit('/').next().unwrap_or(w);
+            if !wanted.contains(&base) {
+                continue;
+            }
+            let mut argv = vec![*w];
+            argv.extend(args.iter().copied());
+            prop_assert_eq!(sketch.classify(&argv), map.classify(&argv).map(|(t, _)| t));
+        }
+    }
+}
+
+/// Enough generated maps parse for the property above to mean something.
+#[test]
+fn generated_maps_often_parse() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let strategy = map_text();
+    let (mut valid, mut with_entries) = (0, 0);
+    for _ in 0..400 {
+        let t = strategy.new_tree(&mut runner).expect("tree").current();
+        if let Ok(map) = parse(&t) {
+            valid += 1;
+            if map.entries().len() >= 2 {
+                with_entries += 1;
+            }
+        }
+    }
+    assert!(
+        valid >= 40 && with_entries >= 20,
+        "{valid} valid, {with_entries} with entries"
+    );
+}
