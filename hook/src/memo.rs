@@ -7,30 +7,67 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fs::Metadata;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io;
 
 use cmdgate_policy::decide::kernel::{PathResolver, Resolution};
 
-/// One `lstat`'s answer, kept: the metadata, or the error's kind and text.
-type Kept = Result<Metadata, (io::ErrorKind, String)>;
+/// One `lstat`'s answer, kept: the metadata, or the error (an OS error by its number, so a hit
+/// neither formats nor allocates; anything else by its kind and text).
+#[derive(Clone)]
+enum Kept {
+    Meta(Metadata),
+    Os(i32),
+    Other(io::ErrorKind, String),
+}
+
+/// FNV-1a: the keys are a few dozen paths of one call, so SipHash's flooding resistance buys
+/// nothing here (the worst an agent's command can do is make ~100 lookups slower), and it costs
+/// more than the lookup itself.
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
 
 /// `lstat` results of one call, by path.
 #[derive(Default)]
 pub struct Memo {
-    seen: RefCell<HashMap<String, Kept>>,
+    seen: RefCell<HashMap<String, Kept, BuildHasherDefault<Fnv>>>,
 }
 
 impl Memo {
     fn lstat(&self, path: &str) -> io::Result<Metadata> {
         if let Some(hit) = self.seen.borrow().get(path) {
-            return hit
-                .clone()
-                .map_err(|(kind, what)| io::Error::new(kind, what));
+            return match hit {
+                Kept::Meta(m) => Ok(m.clone()),
+                Kept::Os(code) => Err(io::Error::from_raw_os_error(*code)),
+                Kept::Other(kind, what) => Err(io::Error::new(*kind, what.clone())),
+            };
         }
         let got = std::fs::symlink_metadata(path);
         let kept = match &got {
-            Ok(m) => Ok(m.clone()),
-            Err(e) => Err((e.kind(), e.to_string())),
+            Ok(m) => Kept::Meta(m.clone()),
+            Err(e) => match e.raw_os_error() {
+                Some(code) => Kept::Os(code),
+                None => Kept::Other(e.kind(), e.to_string()),
+            },
         };
         self.seen.borrow_mut().insert(path.to_owned(), kept);
         got
@@ -58,6 +95,14 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("a/b"), dir.path().join("l")).unwrap();
         std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
         let memo = Memo::default();
+        // An error other than "not found" (kept by its number, rebuilt on the second ask).
+        let long = format!("a/{}", "x".repeat(300));
+        for _ in 0..2 {
+            let p = format!("{d}/{long}");
+            let got = format!("{:?}", memo.resolve(&p));
+            assert!(got.contains("File name too long"), "{got}");
+            assert_eq!(got, format!("{:?}", crate::kernel::resolve(&p)));
+        }
         for _ in 0..2 {
             for p in [
                 "a/f",
