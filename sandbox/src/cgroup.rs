@@ -202,6 +202,22 @@ impl RunCgroup {
         Ok(())
     }
 
+    /// Move `pid` back into the cgroups above the run's (so the run's can be removed while it
+    /// lives on).
+    pub fn leave(&self, pid: i32) -> Result<(), CgroupError> {
+        let mut done: Vec<&Path> = Vec::new();
+        for (_, _, dir) in &self.dirs {
+            if done.contains(&dir.as_path()) {
+                continue;
+            }
+            let Some(parent) = dir.parent() else { continue };
+            let p = parent.join("cgroup.procs");
+            std::fs::write(&p, pid.to_string()).map_err(io("leave", &p))?;
+            done.push(dir);
+        }
+        Ok(())
+    }
+
     /// Limits that were hit, read from the kernel's counters (call before [`RunCgroup::remove`]).
     pub fn limit_hits(&self) -> Vec<Effect> {
         let mut hits = Vec::new();

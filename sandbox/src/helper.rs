@@ -52,6 +52,10 @@ pub enum HelperError {
 
 /// Entry point of the helper process: read `Prepare` and/or `Run` on stdin, answer on stdout.
 pub fn helper_main() -> ExitCode {
+    // Who started us: if that process is gone when we end, nobody will remove our cgroups.
+    let parent = nix::unistd::getppid();
+    // A mirrored run's pipes come over fd 3 (`run::Prepared::send_fds`) with its `Run`.
+    let mut channel = take_channel();
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut read = || -> Result<ParentMessage, HelperError> {
@@ -61,24 +65,31 @@ pub fn helper_main() -> ExitCode {
             HelperError::Request(std::io::Error::new(std::io::ErrorKind::InvalidData, e))
         })
     };
+    // The run's cgroups, once made: removed here only if our parent died (see `orphaned`).
+    let mut made: Option<RunCgroup> = None;
     let reply = match read() {
         Err(e) => failed("request", &e),
         Ok(ParentMessage::Run(req)) => match prepare(&req.run_id, &req.config.state_dir) {
-            Ok(prep) => finish(run(&req, prep)),
+            Ok(prep) => {
+                made = Some(prep.cgroup.clone());
+                finish(run(&req, prep, channel.take()))
+            }
             Err(e) => failed("sandbox setup", &e),
         },
         Ok(ParentMessage::Store(op)) => HelperReply::Store(crate::keeper::serve(op)),
         Ok(ParentMessage::Prepare { run_id, state_dir }) => match prepare(&run_id, &state_dir) {
             Err(e) => failed("sandbox setup", &e),
             Ok(prep) => {
+                made = Some(prep.cgroup.clone());
                 if !send(&HelperReply::Ready) {
+                    orphaned(parent, made.as_ref());
                     return ExitCode::FAILURE;
                 }
                 match read() {
                     Ok(ParentMessage::Run(req))
                         if req.run_id == run_id && req.config.state_dir == state_dir =>
                     {
-                        finish(run(&req, prep))
+                        finish(run(&req, prep, channel.take()))
                     }
                     Ok(_) => failed(
                         "request",
@@ -89,11 +100,52 @@ pub fn helper_main() -> ExitCode {
             }
         },
     };
-    if send(&reply) {
+    let sent = send(&reply);
+    orphaned(parent, made.as_ref());
+    if sent {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Our parent (the library, which removes a run's cgroups once its helper exited) is gone —
+/// killed, say, with its state dir deleted after it — so nobody would remove the run's cgroups:
+/// leave them for the cgroups above and remove them ourselves. Best effort; the prepared run's
+/// lock file (which names them) still lets `sweep_stale` finish the job.
+fn orphaned(parent: nix::unistd::Pid, cgroup: Option<&RunCgroup>) {
+    if nix::unistd::getppid() == parent {
+        return;
+    }
+    if let Some(cgroup) = cgroup {
+        if cgroup.leave(std::process::id() as i32).is_ok() {
+            cgroup.remove();
+        }
+    }
+}
+
+/// Fd 3 when it is a Unix socket (the library's fd channel), close-on-exec; `None` otherwise
+/// (a store operation's helper has none).
+fn take_channel() -> Option<OwnedFd> {
+    let fd = crate::run::FD_CHANNEL;
+    // SAFETY: integer arguments only.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: fd 3 is open (checked above) and stays open for this borrow.
+    let st = nix::sys::stat::fstat(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).ok()?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+        return None;
+    }
+    // SAFETY: fd 3 is open (checked above), a socket our parent placed there for this purpose,
+    // and nothing else in this process owns it.
+    let owned = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    nix::fcntl::fcntl(
+        &owned,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .ok()?;
+    Some(owned)
 }
 
 fn finish(result: Result<RawRun, HelperError>) -> HelperReply {
@@ -247,8 +299,39 @@ fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
         .map_err(HelperError::Cgroup)?;
     let scratch = runs.join(run_id);
     std::fs::create_dir(&scratch).map_err(state_err(&scratch))?;
-    // Our own mount namespace: the scratch tmpfs exists only here (and in the run's copy), so
-    // whatever happens to us, the kernel frees it when the last process using it is gone.
+    Ok(Prepared {
+        _lock: lock,
+        scratch,
+        cgroup,
+    })
+}
+
+fn run(
+    req: &HelperRequest,
+    prep: Prepared,
+    channel: Option<OwnedFd>,
+) -> Result<RawRun, HelperError> {
+    let start = Instant::now();
+    let cfg = &req.config;
+    let scratch = prep.scratch.clone();
+    let cgroup = &prep.cgroup;
+    let mirror = req.mirror.as_ref();
+    // A mirrored run's pipes (and proxy hand-off), sent with its `Run`; a test-run takes none.
+    let mut passed = match (mirror, channel) {
+        (Some(_), Some(channel)) => crate::init::recv_fds(&channel).ok_or_else(|| {
+            HelperError::Invalid("no output pipes came with the mirrored run".into())
+        })?,
+        (Some(_), None) => {
+            return Err(HelperError::Invalid(
+                "a mirrored run needs the library's fd channel (fd 3)".into(),
+            ))
+        }
+        (None, _) => Vec::new(),
+    };
+    // Our own mount namespace, copied now (not when prepared: a warm helper may wait a long
+    // time, and the mirror must show the host's mounts as they are when the run starts). The
+    // scratch tmpfs exists only here (and in the run's copy), so whatever happens to us, the
+    // kernel frees it when the last process using it is gone.
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| HelperError::Kernel("unshare the helper's mount namespace", e))?;
     nix::mount::mount(
@@ -259,18 +342,10 @@ fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
         None::<&str>,
     )
     .map_err(|e| HelperError::Kernel("make the helper's mounts private", e))?;
-    Ok(Prepared {
-        _lock: lock,
-        scratch,
-        cgroup,
-    })
-}
-
-fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
-    let start = Instant::now();
-    let cfg = &req.config;
-    let scratch = prep.scratch.clone();
-    let cgroup = &prep.cgroup;
+    // The mirror's root: a copy of the host's mount tree taken now, before the scratch tmpfs
+    // exists, so the scratch is not in it (see `setup` step 3).
+    let host_root = crate::syscall::clone_tree(Path::new("/"))
+        .map_err(|e| HelperError::Kernel("copy the host's mount tree", e))?;
     // No unmount at the end: the scratch tmpfs lives only in this process's mount namespace and
     // goes with it (an explicit umount costs an RCU grace period on the critical path). The
     // parent removes the empty mount point, the lock file and the cgroups after we exit.
@@ -284,7 +359,6 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
     )
     .map_err(|e| HelperError::Kernel("mount the scratch tmpfs", e))?;
 
-    let mirror = req.mirror.as_ref();
     let overlays = overlays_for(cfg, &scratch, mirror)?;
     let mkdir = |p: &Path, mode: u32| -> Result<(), HelperError> {
         std::fs::create_dir(p).map_err(state_err(p))?;
@@ -362,11 +436,19 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             .map_err(|e| HelperError::Kernel("create a pipe", e))
     };
     let (rep_r, rep_w) = pipe()?;
-    // A mirrored run's command writes the library's pipes (our fds 3 and 4) directly: streamed,
-    // unbounded, never copied. A test-run's output is collected here, bounded.
+    // A mirrored run's command writes the library's pipes (passed with its `Run`) directly:
+    // streamed, unbounded, never copied. A test-run's output is collected here, bounded.
+    let expected = 2 + usize::from(cfg.proxy && mirror.is_some());
+    if mirror.is_some() && passed.len() != expected {
+        return Err(HelperError::Invalid(format!(
+            "{} fds came with the mirrored run, {expected} expected",
+            passed.len()
+        )));
+    }
+    let handoff = (passed.len() == 3).then(|| passed.pop()).flatten();
     let (out_r, out_w, err_r, err_w) = match mirror {
         Some(_) => {
-            let (out, err) = take_output_fds()?;
+            let (out, err) = output_fds(passed)?;
             (None, out, None, err)
         }
         None => {
@@ -375,10 +457,10 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
             (Some(out_r), out_w, Some(err_r), err_w)
         }
     };
-    // Network by domain: the caller's end of the listener hand-off (fd 5), for pid 1 alone.
+    // Network by domain: the caller's end of the listener hand-off, for pid 1 alone.
     let proxy = match (cfg.proxy, cfg.network, mirror) {
         (false, _, _) => None,
-        (true, false, Some(_)) => Some(take_handoff_fd()?),
+        (true, false, Some(_)) => Some(handoff_fd(handoff)?),
         (true, true, _) => {
             return Err(HelperError::Invalid(
                 "a proxy run keeps its own network namespace: not with `network`".into(),
@@ -423,6 +505,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
                     proxy,
                     writable,
                     not_before: started,
+                    host_root,
                     report: rep_w,
                     stdout: out_w,
                     stderr: err_w,
@@ -437,7 +520,7 @@ fn run(req: &HelperRequest, prep: Prepared) -> Result<RawRun, HelperError> {
     };
     let run_start = Instant::now();
     // Our copy of the hand-off goes: the caller sees EOF once pid 1 has sent (or died).
-    drop((rep_w, out_w, err_w, proxy));
+    drop((rep_w, out_w, err_w, proxy, host_root));
     let pidfd = pidfd_open(child.as_raw());
 
     let collected = collect(
@@ -699,67 +782,36 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
     c
 }
 
-/// The output pipes of a mirrored run: fds 3 (stdout) and 4 (stderr), placed by the library.
-fn take_output_fds() -> Result<(OwnedFd, OwnedFd), HelperError> {
-    let mut fds = Vec::new();
-    for raw in [3, 4] {
-        // The fds must be open before we own them: fcntl(F_GETFD) on a closed fd fails.
-        // SAFETY: integer arguments only.
-        if unsafe { libc::fcntl(raw, libc::F_GETFD) } < 0 {
-            return Err(HelperError::Kernel(
-                "find the output pipes (fds 3, 4)",
-                Errno::last(),
-            ));
-        }
-        // SAFETY: fds 3 and 4 are open (checked above), were placed by our parent for us alone,
-        // and nothing else in this process has taken ownership of them.
-        let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+/// The output pipes of a mirrored run (stdout, stderr), passed by the library with its `Run`.
+fn output_fds(fds: Vec<OwnedFd>) -> Result<(OwnedFd, OwnedFd), HelperError> {
+    for fd in &fds {
         // Refuse anything but a pipe: the command gets this fd, and a caller's mistake must not
-        // hand it a host file or socket.
-        match nix::sys::stat::fstat(&fd) {
+        // hand it a host file or socket. Received close-on-exec: only the command gets them
+        // (dup2'd onto 1 and 2), never by accident.
+        match nix::sys::stat::fstat(fd) {
             Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO => {}
-            Ok(_) => return Err(HelperError::Invalid(format!("fd {raw} is not a pipe"))),
+            Ok(_) => return Err(HelperError::Invalid("an output fd is not a pipe".into())),
             Err(e) => return Err(HelperError::Kernel("inspect the output pipes", e)),
         }
-        // Close-on-exec: only the command gets them (dup2'd onto 1 and 2), never by accident.
-        nix::fcntl::fcntl(
-            &fd,
-            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-        )
-        .map_err(|e| HelperError::Kernel("mark the output pipes close-on-exec", e))?;
-        fds.push(fd);
     }
-    let err = fds.pop();
-    match (fds.pop(), err) {
-        (Some(out), Some(err)) => Ok((out, err)),
+    let mut fds = fds.into_iter();
+    match (fds.next(), fds.next(), fds.next()) {
+        (Some(out), Some(err), None) => Ok((out, err)),
         _ => Err(HelperError::Invalid("output pipes missing".into())),
     }
 }
 
-/// The listener hand-off of a proxy run: fd 5, a Unix stream socket placed by the library.
-fn take_handoff_fd() -> Result<OwnedFd, HelperError> {
-    const FD: i32 = 5;
-    // SAFETY: integer arguments only.
-    if unsafe { libc::fcntl(FD, libc::F_GETFD) } < 0 {
-        return Err(HelperError::Kernel(
-            "find the proxy hand-off socket (fd 5)",
-            Errno::last(),
-        ));
-    }
-    // SAFETY: fd 5 is open (checked above), was placed by our parent for this purpose, and
-    // nothing else in this process owns it.
-    let fd = unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(FD) };
+/// The listener hand-off of a proxy run: a Unix stream socket passed by the library.
+fn handoff_fd(fd: Option<OwnedFd>) -> Result<OwnedFd, HelperError> {
+    let fd =
+        fd.ok_or_else(|| HelperError::Invalid("the proxy hand-off socket is missing".into()))?;
     match nix::sys::stat::fstat(&fd) {
-        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFSOCK => {}
-        Ok(_) => return Err(HelperError::Invalid("fd 5 is not a socket".into())),
-        Err(e) => return Err(HelperError::Kernel("inspect the proxy hand-off socket", e)),
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFSOCK => Ok(fd),
+        Ok(_) => Err(HelperError::Invalid(
+            "the proxy hand-off is not a socket".into(),
+        )),
+        Err(e) => Err(HelperError::Kernel("inspect the proxy hand-off socket", e)),
     }
-    nix::fcntl::fcntl(
-        &fd,
-        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-    )
-    .map_err(|e| HelperError::Kernel("mark the proxy hand-off close-on-exec", e))?;
-    Ok(fd)
 }
 
 /// Watches the filesystems of a mirrored run's kept upper dirs (the workspace's, and each kept

@@ -40,6 +40,9 @@ pub struct InitArgs<'a> {
     /// The run's start (precise clock): the command starts once the coarse clock is past it,
     /// so every host change it could have seen is stamped after the start.
     pub not_before: crate::clock::Stamp,
+    /// The detached copy of the host's mount tree the mirror's root is made of
+    /// ([`crate::syscall::clone_tree`]).
+    pub host_root: OwnedFd,
     /// Write end of the report pipe (InitMessage lines).
     pub report: OwnedFd,
     /// Write ends for the command's stdout and stderr.
@@ -64,7 +67,10 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     // If the helper dies, so do we (and with us the whole run).
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     let mut report = Reporter(std::fs::File::from(args.report));
-    if let Err(e) = enter_mirror(&RealSyscall, args.plan) {
+    let entered = enter_mirror(&RealSyscall, args.plan, args.host_root.as_raw_fd());
+    // Attached (or failed): the fd is of no further use, and no fd of pid 1's reaches the command.
+    drop(args.host_root);
+    if let Err(e) = entered {
         report.send(&InitMessage::SetupFailed { message: chain(&e) });
         return 1;
     }
@@ -308,6 +314,54 @@ pub(crate) fn send_fd(sock: &OwnedFd, fd: RawFd) -> nix::Result<()> {
     } else {
         Err(nix::errno::Errno::EIO)
     }
+}
+
+/// Send every fd of `fds` over `sock` in one message with SCM_RIGHTS (one data byte carries
+/// them).
+pub(crate) fn send_fds(sock: &OwnedFd, fds: &[RawFd]) -> nix::Result<()> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
+    let sent = sendmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &[std::io::IoSlice::new(&[0u8])],
+        &[ControlMessage::ScmRights(fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    if sent == 1 {
+        Ok(())
+    } else {
+        Err(nix::errno::Errno::EIO)
+    }
+}
+
+/// Receive the fds of one [`send_fds`] message (close-on-exec), at most `MAX_FDS`; `None` on
+/// EOF, an error, or a message whose fds did not all fit (every received fd is closed then).
+pub(crate) fn recv_fds(sock: &OwnedFd) -> Option<Vec<OwnedFd>> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags, UnixAddr};
+    const MAX_FDS: usize = 4;
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
+    let msg = recvmsg::<UnixAddr>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .ok()?;
+    let truncated = msg.flags.contains(MsgFlags::MSG_CTRUNC);
+    let mut received: Vec<OwnedFd> = Vec::new();
+    for c in msg.cmsgs().ok()? {
+        if let ControlMessageOwned::ScmRights(fds) = c {
+            // SAFETY: SCM_RIGHTS installed each received fd in our table (close-on-exec) and
+            // nothing else owns it.
+            received.extend(
+                fds.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    (msg.bytes == 1 && !truncated).then_some(received)
 }
 
 /// Receive one fd sent with [`send_fd`]; None on EOF (the sender died first) or error.

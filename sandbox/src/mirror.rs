@@ -16,10 +16,10 @@
 use crate::config::RunConfig;
 use crate::model::{Area, Effect, TestRun};
 use crate::protocol::{HelperReply, HelperRequest, KeptTree, MirrorSpec, ParentMessage};
-use crate::run::{judge, prepare_with_output, Prepared, SandboxError};
+use crate::run::{judge, prepare, Prepared, SandboxError};
 use crate::store::{self, Store};
 use serde::{Deserialize, Serialize};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::ChildStdin;
 use std::sync::{Arc, Mutex};
@@ -370,10 +370,61 @@ fn keep_extra(stores: &[(PathBuf, Store)], run_id: &str) -> Result<Vec<KeptTree>
     Ok(out)
 }
 
+/// One prepared helper kept ready for the next mirrored run (see [`crate::run::Prepared`]):
+/// the helper's exec, its lock file and the cgroup v1 joins (an RCU grace period each) happen
+/// before the command is known. What a prepared helper holds is bound to no run: the request
+/// (workspace, masks, limits, command) and the output pipes come with the `Run`, the mount
+/// namespace is copied then, and it serves one run only. Dropping it stops the helper.
+#[derive(Default)]
+pub struct Warm {
+    slot: Mutex<Option<Prepared>>,
+}
+
+impl Warm {
+    /// An empty slot.
+    pub fn new() -> Warm {
+        Warm::default()
+    }
+
+    /// Prepare a helper for the next run with `config`'s helper and state dir, unless one is
+    /// ready (blocking: call it off the async runtime, after a run started).
+    pub fn fill(&self, config: &RunConfig) -> Result<(), SandboxError> {
+        if self.slot.lock().map_or(true, |s| s.is_some()) {
+            return Ok(());
+        }
+        let prepared = prepare(config)?;
+        if let Ok(mut slot) = self.slot.lock() {
+            if slot.is_none() {
+                *slot = Some(prepared);
+            }
+        }
+        Ok(())
+    }
+
+    /// The ready helper, if it was started for `config`'s helper and state dir and still lives.
+    fn take(&self, config: &RunConfig) -> Option<Prepared> {
+        let mut prepared = self.slot.lock().ok()?.take()?;
+        (prepared.helper == config.helper
+            && prepared.state_dir() == config.state_dir
+            && prepared.alive())
+        .then_some(prepared)
+    }
+}
+
 /// Start `cmd` in a mirror of `config.workspace` (the helper is running it when this returns).
 /// `config.limits.scratch_bytes` bounds /tmp and $HOME writes; `config.limits.upper_bytes` the
 /// workspace's upper dir.
 pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, SandboxError> {
+    start_with(&Warm::new(), config, cmd)
+}
+
+/// [`start`] on `warm`'s prepared helper when it has one for `config` (a fresh one otherwise,
+/// or when the prepared one fails before the command was handed over).
+pub fn start_with(
+    warm: &Warm,
+    config: &RunConfig,
+    cmd: &MirrorCommand,
+) -> Result<MirrorRun, SandboxError> {
     let mut config = config.clone();
     config.workspace = config.workspace.canonicalize().map_err(|e| {
         SandboxError::Config(format!("workspace {}: {e}", config.workspace.display()))
@@ -422,7 +473,26 @@ pub fn start(config: &RunConfig, cmd: &MirrorCommand) -> Result<MirrorRun, Sandb
         }
         false => (None, None),
     };
-    let mut prepared = prepare_with_output(&config, Some((&out_w, &err_w)), proxy_theirs.as_ref())?;
+    let mut fds = vec![out_w.as_raw_fd(), err_w.as_raw_fd()];
+    fds.extend(proxy_theirs.as_ref().map(AsRawFd::as_raw_fd));
+    // The pipes go to the helper before the `Run` (it takes them with it). A prepared helper that
+    // died meanwhile fails here, before anything of the run exists: start a fresh one.
+    let mut prepared = match warm.take(&config) {
+        Some(mut ready) => match ready.send_fds(&fds) {
+            Ok(()) => ready,
+            Err(_) => {
+                drop(ready);
+                let mut fresh = prepare(&config)?;
+                fresh.send_fds(&fds)?;
+                fresh
+            }
+        },
+        None => {
+            let mut fresh = prepare(&config)?;
+            fresh.send_fds(&fds)?;
+            fresh
+        }
+    };
     // Only the helper (and then the command) holds the write ends; only pid 1 the hand-off.
     drop((out_w, err_w, proxy_theirs));
     let run_id = prepared.run_id.clone();
@@ -512,7 +582,11 @@ impl MirrorRun {
         if let Ok(mut stdin) = self.stdin.lock() {
             drop(stdin.take());
         }
-        self.prepared.finish();
+        match reply {
+            // The run is over: the helper's own exit and bookkeeping need not hold up the result.
+            Ok(HelperReply::Done(_)) => self.prepared.finish_later(),
+            _ => self.prepared.finish(),
+        }
         for d in drains {
             let _ = d.join();
         }

@@ -4,7 +4,7 @@
 //! helper is started with `std::process::Command` (fork+exec, nothing else in the child).
 
 use crate::cgroup::{remove_dirs, RunCgroup};
-use crate::config::RunConfig;
+use crate::config::{HelperCommand, RunConfig};
 use crate::model::TestRun;
 use crate::protocol::{HelperReply, HelperRequest, ParentMessage, RawRun};
 use crate::tracked::{self, Tracked};
@@ -66,9 +66,12 @@ pub fn run(config: &RunConfig, command: &str) -> Result<TestRun, SandboxError> {
 
 /// A warm helper: started, holding its lock, inside its fresh cgroups, waiting for a command.
 ///
-/// Joining a cgroup costs an RCU grace period on cgroup v1 (several milliseconds); a daemon
-/// keeps one `Prepared` ready so a test-run does not pay it. Dropping it unused stops the helper
-/// and removes its bookkeeping.
+/// Joining a cgroup costs an RCU grace period on cgroup v1 (several milliseconds per
+/// controller); a daemon keeps one `Prepared` ready ([`crate::mirror::Warm`]) so a run does not
+/// pay it. A prepared helper is bound to nothing of a run: no project, no mount table (it
+/// copies the mount namespace only at `Run`), no limits yet, no pipes (a mirrored run's come
+/// over [`Prepared::send_fds`] with its `Run`). Dropping it unused stops the helper and removes
+/// its bookkeeping.
 pub struct Prepared {
     child: Child,
     pub(crate) stdin: Option<ChildStdin>,
@@ -76,26 +79,23 @@ pub struct Prepared {
     stderr: Option<std::thread::JoinHandle<String>>,
     pub(crate) run_id: String,
     state_dir: PathBuf,
+    /// The program that was started (a warm helper serves only configs naming it).
+    pub(crate) helper: HelperCommand,
+    /// Our end of the socket that is the helper's fd 3: a mirrored run's output pipes (and
+    /// proxy hand-off) go over it with SCM_RIGHTS right before its `Run`.
+    channel: Option<OwnedFd>,
     done: bool,
 }
 
 /// Start a helper and prepare a run (lock, cgroups) without a command yet. Only
-/// `config.helper` and `config.state_dir` are used here.
+/// `config.helper` and `config.state_dir` are used here. The helper's fd 3 is one end of a Unix
+/// socket pair ([`Prepared::send_fds`]).
 pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
-    prepare_with_output(config, None, None)
-}
-
-/// [`prepare`], handing the helper `output` (write ends of the stdout and stderr pipes of a
-/// mirrored run) as its fds 3 and 4, and `handoff` (the proxy listener's hand-off socket, network
-/// by domain) as its fd 5.
-pub(crate) fn prepare_with_output(
-    config: &RunConfig,
-    output: Option<(&OwnedFd, &OwnedFd)>,
-    handoff: Option<&OwnedFd>,
-) -> Result<Prepared, SandboxError> {
     let helper = &config.helper;
     let name = helper.program.display().to_string();
     let io_err = |e| SandboxError::Helper(name.clone(), e);
+    let (ours, theirs) =
+        crate::init::socket_pair().ok_or_else(|| io_err(std::io::Error::last_os_error()))?;
     let mut command = Command::new(&helper.program);
     command
         .args(&helper.args)
@@ -103,32 +103,24 @@ pub(crate) fn prepare_with_output(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some((out, err)) = output {
-        let (out, err) = (out.as_raw_fd(), err.as_raw_fd());
-        let handoff = handoff.map(|h| h.as_raw_fd());
-        // SAFETY: the closure runs in the forked child before exec and only calls fcntl and
-        // dup2, which are async-signal-safe; it allocates nothing and touches no lock.
-        unsafe {
-            command.pre_exec(move || {
-                // Move both out of the way first (either may already be fd 3 or 4), then place
-                // them; dup2 clears close-on-exec on the copies only.
-                let high_out = libc::fcntl(out, libc::F_DUPFD_CLOEXEC, 10);
-                let high_err = libc::fcntl(err, libc::F_DUPFD_CLOEXEC, 10);
-                let high_handoff = handoff.map(|h| libc::fcntl(h, libc::F_DUPFD_CLOEXEC, 10));
-                if high_out < 0
-                    || high_err < 0
-                    || high_handoff.is_some_and(|h| h < 0)
-                    || libc::dup2(high_out, 3) < 0
-                    || libc::dup2(high_err, 4) < 0
-                    || high_handoff.is_some_and(|h| libc::dup2(h, 5) < 0)
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            })
-        };
-    }
-    let mut child = command.spawn().map_err(io_err)?;
+    let channel = theirs.as_raw_fd();
+    // SAFETY: the closure runs in the forked child before exec and only calls fcntl and dup2,
+    // which are async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(move || {
+            // Out of the way first (it may already be fd 3), then placed; dup2 clears
+            // close-on-exec on the copy only.
+            let high = libc::fcntl(channel, libc::F_DUPFD_CLOEXEC, 10);
+            if high < 0 || libc::dup2(high, FD_CHANNEL) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let spawned = command.spawn();
+    // Only the helper holds the other end: its exit is our EOF.
+    drop(theirs);
+    let mut child = spawned.map_err(io_err)?;
     let mut stderr = child.stderr.take();
     let stderr = std::thread::spawn(move || {
         let mut s = String::new();
@@ -147,6 +139,8 @@ pub(crate) fn prepare_with_output(
         stderr: Some(stderr),
         run_id: run_id(),
         state_dir: config.state_dir.clone(),
+        helper: helper.clone(),
+        channel: Some(ours),
         done: false,
     };
     prepared.send(&ParentMessage::Prepare {
@@ -162,7 +156,31 @@ pub(crate) fn prepare_with_output(
     }
 }
 
+/// The helper's fd that carries a mirrored run's pipes ([`Prepared::send_fds`]).
+pub(crate) const FD_CHANNEL: i32 = 3;
+
 impl Prepared {
+    /// Hand the helper `fds` (a mirrored run's stdout and stderr pipes, then the proxy
+    /// hand-off) in one message on its fd 3, to be taken with the next `Run`. Once only.
+    pub(crate) fn send_fds(&mut self, fds: &[std::os::fd::RawFd]) -> Result<(), SandboxError> {
+        let channel = self
+            .channel
+            .take()
+            .ok_or_else(|| SandboxError::NoAnswer("the helper's fd channel is spent".into()))?;
+        crate::init::send_fds(&channel, fds)
+            .map_err(|e| SandboxError::Helper("fd channel".into(), e.into()))
+    }
+
+    /// The state dir the helper was prepared with.
+    pub(crate) fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The helper process has not exited (a warm helper may have been killed while it waited).
+    pub(crate) fn alive(&mut self) -> bool {
+        !self.done && matches!(self.child.try_wait(), Ok(None))
+    }
+
     pub(crate) fn send(&mut self, msg: &ParentMessage) -> Result<(), SandboxError> {
         let mut line = serde_json::to_vec(msg)
             .map_err(|e| SandboxError::Helper("request".into(), std::io::Error::other(e)))?;
@@ -230,6 +248,27 @@ impl Prepared {
             }
         };
         Ok(judge(&config, raw, false))
+    }
+
+    /// [`Prepared::finish`] off the caller's path, once the helper has answered: the helper's
+    /// exit tears down its own mount namespace (an RCU grace period) and only then may its
+    /// cgroups go; nothing of that concerns the run's result (its pid namespace, mounts and
+    /// overlays are gone before the answer). A process that ends before the thread does leaves
+    /// the cgroups to the orphaned helper (`helper::orphaned`) and the lock file to
+    /// [`sweep_stale`].
+    pub(crate) fn finish_later(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        drop(self.stdin.take());
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let (state_dir, run_id) = (self.state_dir.clone(), self.run_id.clone());
+        std::thread::spawn(move || {
+            // Our child: reaped here (the `Child` is never waited on once `done`).
+            let _ = nix::sys::wait::waitpid(pid, None);
+            cleanup_run(&state_dir, &run_id);
+        });
     }
 
     /// Close stdin, reap the helper, remove its lock file and cgroups (it sat in them).

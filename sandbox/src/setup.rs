@@ -9,6 +9,7 @@ use nix::errno::Errno;
 use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use serde::{Deserialize, Serialize};
+use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 
 /// One overlay: the host path is both the read-only lower layer and the mount point in the mirror.
@@ -85,7 +86,7 @@ pub enum SetupError {
     #[error("failed to make mount propagation private")]
     MakePrivate(#[source] Errno),
     /// Step 3.
-    #[error("failed to bind the host root at {0}")]
+    #[error("failed to attach the host root at {0}")]
     BindRoot(PathBuf, #[source] Errno),
     /// Step 4.
     #[error("failed to make the mirror's root read-only")]
@@ -111,9 +112,6 @@ pub enum SetupError {
     /// Step 8b.
     #[error("failed to protect {0} inside /proc")]
     ProcProtect(PathBuf, #[source] Errno),
-    /// Step 4b.
-    #[error("failed to hide the scratch dir from the mirror")]
-    HideScratch(#[source] Errno),
     /// Step 9.
     #[error("failed to set the mirror's hostname")]
     Hostname(#[source] Errno),
@@ -164,7 +162,13 @@ fn bind_scratch<S: Syscall>(sys: &S, root: &Path, b: &ScratchBind) -> Result<(),
 }
 
 /// Build the mirror and enter it: afterwards `/` is the mirror and the host root is gone.
-pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupError> {
+/// `host_root` is a detached copy of the host's mount tree taken before the scratch tmpfs was
+/// mounted ([`crate::syscall::clone_tree`]).
+pub fn enter_mirror<S: Syscall>(
+    sys: &S,
+    plan: &MountPlan,
+    host_root: RawFd,
+) -> Result<(), SetupError> {
     let root = &plan.new_root;
 
     // 1. Private namespaces: our own mount table (so nothing we mount is seen by the host), IPC
@@ -187,16 +191,12 @@ pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupEr
     )
     .map_err(SetupError::MakePrivate)?;
 
-    // 3. The mirror starts as a recursive bind of the whole host root: every tool is where the
-    //    command expects it.
-    sys.mount(
-        Some(Path::new("/")),
-        root,
-        None,
-        MsFlags::MS_BIND | MsFlags::MS_REC,
-        None,
-    )
-    .map_err(|e| SetupError::BindRoot(root.clone(), e))?;
+    // 3. The mirror starts as a copy of the whole host mount tree: every tool is where the
+    //    command expects it. The helper cloned it (`open_tree`) before it mounted the scratch
+    //    tmpfs, so the copy has no scratch in it: the upper dirs are not reachable from inside
+    //    and nothing must be unmounted to hide them (an unmount waits for an RCU grace period).
+    sys.attach_tree(host_root, root)
+        .map_err(|e| SetupError::BindRoot(root.clone(), e))?;
 
     // 4. ...read-only, nosuid, nodev, recursively: a plain MS_RDONLY remount would only cover the
     //    top mount and leave every submount (/home, /var, ...) writable.
@@ -206,11 +206,6 @@ pub fn enter_mirror<S: Syscall>(sys: &S, plan: &MountPlan) -> Result<(), SetupEr
         true,
     )
     .map_err(SetupError::ReadOnlyRoot)?;
-
-    // 4b. The recursive bind in step 3 copied the scratch tmpfs too: detach that copy (before
-    //     anything is mounted over its path) so the command cannot read the upper dirs.
-    sys.umount_detach(&inside(root, &plan.scratch))
-        .map_err(SetupError::HideScratch)?;
 
     // 5. /tmp and /run: writes there reached the host when only the workspace was overlaid.
     //    Bind scratch dirs (tmpfs, memory-accounted) so they are reported, not persisted. Before
@@ -470,7 +465,7 @@ mod tests {
     #[test]
     fn setup_order_is_isolating() {
         let sys = RecordingSyscall::default();
-        enter_mirror(&sys, &plan()).expect("recording never fails");
+        enter_mirror(&sys, &plan(), -1).expect("recording never fails");
         let calls = sys.calls();
 
         // unshare comes first, with an empty network namespace.
@@ -490,11 +485,8 @@ mod tests {
                 data: None
             }
         );
-        // then the recursive bind, immediately made read-only recursively.
-        assert!(
-            matches!(&calls[2], Call::Mount { source: Some(s), flags, .. }
-            if s == Path::new("/") && flags.contains(MsFlags::MS_BIND | MsFlags::MS_REC))
-        );
+        // then the copy of the host tree is attached, immediately made read-only recursively.
+        assert_eq!(calls[2], Call::AttachTree(PathBuf::from("/s/run1/root")));
         assert_eq!(
             calls[3],
             Call::SetAttr(
@@ -518,7 +510,7 @@ mod tests {
             &calls,
             |c| matches!(c, Call::Mount { target, .. } if target == Path::new("/s/run1/root/home/u/ws")),
         );
-        assert!(4 < tmp && tmp < home && home < ws);
+        assert!(3 < tmp && tmp < home && home < ws);
         let Call::Mount {
             data: Some(data), ..
         } = &calls[ws]
@@ -570,7 +562,15 @@ mod tests {
             &calls,
             |c| matches!(c, Call::SetAttr(p, a, _) if p.ends_with("proc/sys") && a & MOUNT_ATTR_RDONLY != 0),
         );
-        assert_eq!(calls[4], Call::Detach(PathBuf::from("/s/run1/root/s/run1")));
+        // The only unmount is the old root's, after the pivot (the tree attached in step 3
+        // never held the scratch tmpfs).
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|c| matches!(c, Call::Detach(_)))
+                .count(),
+            1
+        );
         let pivot = position(&calls, |c| matches!(c, Call::PivotRoot(..)));
         let detach = position(
             &calls,
@@ -586,7 +586,7 @@ mod tests {
         let sys = RecordingSyscall::default();
         let mut p = plan();
         p.network = true;
-        enter_mirror(&sys, &p).expect("recording never fails");
+        enter_mirror(&sys, &p, -1).expect("recording never fails");
         let Call::Unshare(flags) = &sys.calls()[0] else {
             panic!("first call must be unshare");
         };
@@ -599,7 +599,7 @@ mod tests {
         let mut p = plan();
         p.overlays[1].target = PathBuf::from("/home/u/a,b");
         assert!(matches!(
-            enter_mirror(&sys, &p),
+            enter_mirror(&sys, &p, -1),
             Err(SetupError::UnsupportedPath(_))
         ));
     }

@@ -9,6 +9,7 @@ use nix::mount::{MntFlags, MsFlags};
 use nix::sched::CloneFlags;
 use std::cell::RefCell;
 use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -20,6 +21,33 @@ pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
 /// Disallow program execution.
 pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+
+/// `move_mount(2)`: the source is the fd itself (linux/mount.h).
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+/// `open_tree(2)`: a detached copy instead of the mount itself (linux/mount.h).
+const OPEN_TREE_CLONE: libc::c_uint = 0x1;
+
+/// A detached copy of the mount tree at `path`, every submount included (`open_tree(2)` with
+/// `OPEN_TREE_CLONE | AT_RECURSIVE`), close-on-exec. It shows the mounts as they are now: mounts
+/// made later (the run's scratch tmpfs) are not in it, so nothing has to be unmounted from it.
+/// Closing the last fd of a tree that was never attached unmounts it.
+pub fn clone_tree(path: &Path) -> Result<OwnedFd, Errno> {
+    let path = cpath(path)?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
+        )
+    };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: open_tree returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
 
 /// Kernel calls made while building the mirror's mount namespace.
 pub trait Syscall {
@@ -38,6 +66,9 @@ pub trait Syscall {
     fn mount_setattr(&self, target: &Path, attr: u64, recursive: bool) -> Result<(), Errno>;
     /// `umount2(target, MNT_DETACH)`.
     fn umount_detach(&self, target: &Path) -> Result<(), Errno>;
+    /// `move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attach a detached
+    /// mount tree (from [`clone_tree`]) at `target`.
+    fn attach_tree(&self, tree: RawFd, target: &Path) -> Result<(), Errno>;
     /// `pivot_root(2)`.
     fn pivot_root(&self, new_root: &Path, put_old: &Path) -> Result<(), Errno>;
     /// `chdir(2)`.
@@ -117,6 +148,27 @@ impl Syscall for RealSyscall {
         nix::mount::umount2(target, MntFlags::MNT_DETACH)
     }
 
+    fn attach_tree(&self, tree: RawFd, target: &Path) -> Result<(), Errno> {
+        let target = cpath(target)?;
+        // SAFETY: `tree` is an fd of ours, the paths are NUL-terminated strings that outlive the
+        // call; the kernel only reads them.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_move_mount,
+                tree,
+                c"".as_ptr(),
+                libc::AT_FDCWD,
+                target.as_ptr(),
+                MOVE_MOUNT_F_EMPTY_PATH,
+            )
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(Errno::last())
+        }
+    }
+
     fn pivot_root(&self, new_root: &Path, put_old: &Path) -> Result<(), Errno> {
         nix::unistd::pivot_root(new_root, put_old)
     }
@@ -171,6 +223,8 @@ pub enum Call {
     SetAttr(PathBuf, u64, bool),
     /// `umount2(target, MNT_DETACH)`.
     Detach(PathBuf),
+    /// `move_mount` of a detached tree onto the path.
+    AttachTree(PathBuf),
     /// `pivot_root(new, old)`.
     PivotRoot(PathBuf, PathBuf),
     /// `chdir(path)`.
@@ -231,6 +285,10 @@ impl Syscall for RecordingSyscall {
 
     fn umount_detach(&self, target: &Path) -> Result<(), Errno> {
         self.push(Call::Detach(target.to_path_buf()))
+    }
+
+    fn attach_tree(&self, _tree: RawFd, target: &Path) -> Result<(), Errno> {
+        self.push(Call::AttachTree(target.to_path_buf()))
     }
 
     fn pivot_root(&self, new_root: &Path, put_old: &Path) -> Result<(), Errno> {

@@ -60,6 +60,9 @@ pub struct Runs {
     scope: MirrorScope,
     /// `[network]`: the proxy of runs whose entry lists hosts (`engine/proxy.rs`).
     network: NetworkConfig,
+    /// A helper prepared for the next run (refilled after each start, off its critical path):
+    /// its exec and cgroup joins are not paid while the agent waits.
+    warm: Arc<mirror::Warm>,
 }
 
 /// What a finished run came to: for the end frame, the audit row and the breaker.
@@ -115,6 +118,7 @@ impl Runs {
             undo_lock: tokio::sync::Mutex::new(()),
             scope: MirrorScope::default(),
             network: NetworkConfig::default(),
+            warm: Arc::new(mirror::Warm::new()),
         }
     }
 
@@ -220,7 +224,13 @@ impl Runs {
             return failed(issued, String::new(), "no run slot".into());
         };
         let started = Instant::now();
-        let mut run = match tokio::task::spawn_blocking(move || mirror::start(&cfg, &cmd)).await {
+        let warm = self.warm.clone();
+        let refill = cfg.clone();
+        let mut run = match tokio::task::spawn_blocking(move || {
+            mirror::start_with(&warm, &cfg, &cmd)
+        })
+        .await
+        {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 return failed(
@@ -294,6 +304,10 @@ impl Runs {
             .detail(&issued.plan.key, issued.classification.as_deref());
         note_masked_opens(issued, &effects, &mut outcome, &mut detail);
         outcome.detail = detail;
+        // The next run's helper, prepared now that this one's command is done (not beside it:
+        // two cores). A failure only means the next run prepares its own.
+        let warm = self.warm.clone();
+        tokio::task::spawn_blocking(move || warm.fill(&refill));
         outcome
     }
 

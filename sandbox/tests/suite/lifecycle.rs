@@ -115,6 +115,50 @@ fn parent_hang_up_kills_the_run() {
 }
 
 #[test]
+fn a_prepared_helper_whose_parent_died_removes_its_own_cgroups() {
+    // The helper's parent is a shell the test kills: nobody is left to remove the run's cgroups
+    // (a daemon killed with a warm helper, its state dir deleted after it, as the end-to-end
+    // tests do), so the helper does it itself once its stdin hangs up.
+    let env = Env::new();
+    let fifo = env.state.join("helper-stdin");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    let out = env.state.join("helper-stdout");
+    let mut sh = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" < \"$1\" > \"$2\" 2>/dev/null & wait")
+        .arg(env!("CARGO_BIN_EXE_cmdgate-sandbox-helper"))
+        .arg(&fifo)
+        .arg(&out)
+        .spawn()
+        .expect("spawn sh");
+    let mut stdin = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .expect("open the helper's stdin");
+    let prepare = ParentMessage::Prepare {
+        run_id: "orphan-1".into(),
+        state_dir: env.state.clone(),
+    };
+    let mut line = serde_json::to_vec(&prepare).expect("json");
+    line.push(b'\n');
+    stdin.write_all(&line).expect("write Prepare");
+    eventually("the helper is prepared", || {
+        std::fs::read_to_string(&out).is_ok_and(|o| o.contains("Ready"))
+    });
+    let cgroup: RunCgroup = serde_json::from_str(
+        &std::fs::read_to_string(env.state.join("runs/orphan-1.lock")).expect("lock file"),
+    )
+    .expect("cgroup paths in the lock file");
+    assert!(cgroup.dirs.iter().all(|(_, _, d)| d.exists()));
+    sh.kill().expect("kill the helper's parent");
+    sh.wait().expect("reap it");
+    drop(stdin);
+    eventually("the orphaned helper removed its cgroups", || {
+        cgroup.dirs.iter().all(|(_, _, d)| !d.exists())
+    });
+}
+
+#[test]
 fn sweep_kills_what_is_left_in_a_stale_cgroup_and_skips_live_runs() {
     let env = Env::new();
     let runs = env.state.join("runs");

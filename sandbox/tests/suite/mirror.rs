@@ -369,3 +369,53 @@ except OSError as e:
     let run = crate::common::run_with(&config, "cat ~/.ssh/id_rsa");
     assert!(run.stdout.contains("SECRET-SSH-KEY"), "{}", run.stdout);
 }
+
+#[test]
+fn a_warm_helper_runs_with_the_mounts_and_secrets_of_its_run_not_of_its_preparation() {
+    // A helper prepared ahead (the daemon keeps one ready) is bound to nothing of a run: a volume
+    // unmounted and a secret file created after it was prepared are what the run sees, and it
+    // serves one run only.
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let vol = env._dir.path().join("vol");
+    std::fs::create_dir(&vol).expect("mkdir vol");
+    nix::mount::mount(
+        Some("tmpfs"),
+        &vol,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=64k"),
+    )
+    .expect("mount the volume");
+    std::fs::write(vol.join("data"), "volume-data\n").expect("write on the volume");
+    let warm = mirror::Warm::new();
+    let filled = warm.fill(&env.config());
+    let unmounted = nix::mount::umount(&vol);
+    filled.expect("prepare a helper");
+    unmounted.expect("unmount the volume");
+    let locks: Vec<String> = std::fs::read_dir(env.state.join("runs"))
+        .expect("runs dir")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".lock").map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(locks.len(), 1, "one prepared helper: {locks:?}");
+    env.write(".env", "TOKEN=prepared-after\n");
+    let cmd = command(
+        &env,
+        &format!("cat {}/data; cat .env; echo end", vol.display()),
+    );
+    let mut run = mirror::start_with(&warm, &env.config(), &cmd).expect("start");
+    assert_eq!(run.run_id(), locks[0], "the prepared helper ran it");
+    let mut out = run.take_stdout().expect("stdout");
+    let mut stdout = String::new();
+    out.read_to_string(&mut stdout).expect("read stdout");
+    let fin = run.wait().expect("wait");
+    assert_eq!(stdout, "end\n", "{:?}", fin.run);
+    // Spent: the next run starts its own helper.
+    let run = mirror::start_with(&warm, &env.config(), &command(&env, "true")).expect("start");
+    assert_ne!(run.run_id(), locks[0]);
+    run.wait().expect("wait").kept.discard().expect("discard");
+    fin.kept.discard().expect("discard");
+}
