@@ -262,9 +262,10 @@ impl Sketch {
 /// kept), with the same tier, pattern and order, and the same `read-packs-off:`; so for any argv
 /// whose `argv[0]` and last component of `argv[0]` `wanted` accepts, [`Sketch::classify`] gives
 /// what the parsed map's `classify` gives. It is the same parser (headings, fences, list items,
-/// front matter, trailer), skipping only what can refuse a map but never moves an entry:
-/// invisible characters, entry options, examples, duplicate patterns, unwanted patterns. For a
-/// text `parse` refuses the sketch may say anything: such a map is no map either way.
+/// front matter, trailer), skipping only checks that refuse a map: invisible characters, HTML
+/// comments, stray trailers and carriage returns inside lines, entry options, examples,
+/// duplicate patterns, and the parse of unwanted patterns. For a text `parse` refuses the sketch
+/// may say anything: such a map is no map either way.
 pub fn sketch(text: &str, wanted: &dyn Fn(&str) -> bool) -> Sketch {
     let mut p = Parser {
         diags: Vec::new(),
@@ -513,26 +514,30 @@ impl Parser<'_> {
                 prev = Prev::Blank;
                 continue;
             }
-            if is_trailer_like(line) {
-                // Reported by check_trailers already.
-                prev = Prev::Prose;
-                continue;
-            }
-            if line.contains("<!--") {
-                self.err(
-                    ln,
-                    "html comments are not allowed: they hide text from the rendered view",
-                );
-                prev = Prev::Prose;
-                continue;
-            }
-            if line.contains('\r') {
-                self.err(
-                    ln,
-                    "carriage return inside a line; use LF or CRLF line endings only",
-                );
-                prev = Prev::Prose;
-                continue;
+            // Each of these refuses the map, so a sketch (which promises nothing for a refused
+            // map) need not look: it reads the line as the parse of a clean map would.
+            if self.only.is_none() {
+                if is_trailer_like(line) {
+                    // Reported by check_trailers already.
+                    prev = Prev::Prose;
+                    continue;
+                }
+                if line.contains("<!--") {
+                    self.err(
+                        ln,
+                        "html comments are not allowed: they hide text from the rendered view",
+                    );
+                    prev = Prev::Prose;
+                    continue;
+                }
+                if line.contains('\r') {
+                    self.err(
+                        ln,
+                        "carriage return inside a line; use LF or CRLF line endings only",
+                    );
+                    prev = Prev::Prose;
+                    continue;
+                }
             }
             if !indent_is_code(line) && t.starts_with('#') {
                 let level = t.chars().take_while(|&c| c == '#').count();
