@@ -52,8 +52,10 @@ pub enum HelperError {
 
 /// Entry point of the helper process: read `Prepare` and/or `Run` on stdin, answer on stdout.
 pub fn helper_main() -> ExitCode {
-    // Who started us: if that process is gone when we end, nobody will remove our cgroups.
+    // Who started us: if that process is gone when we end, or may not remove cgroups (a daemon
+    // without capabilities, system mode), nobody will remove ours: we do (`leave_cgroups`).
     let parent = nix::unistd::getppid();
+    let parent_is_root = euid_of(parent) == Some(0);
     // A mirrored run's pipes come over fd 3 (`run::Prepared::send_fds`) with its `Run`.
     let mut channel = take_channel();
     let stdin = std::io::stdin();
@@ -82,7 +84,7 @@ pub fn helper_main() -> ExitCode {
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
                 if !send(&HelperReply::Ready) {
-                    orphaned(parent, made.as_ref());
+                    leave_cgroups(parent, parent_is_root, made.as_ref());
                     return ExitCode::FAILURE;
                 }
                 match read() {
@@ -101,7 +103,7 @@ pub fn helper_main() -> ExitCode {
         },
     };
     let sent = send(&reply);
-    orphaned(parent, made.as_ref());
+    leave_cgroups(parent, parent_is_root, made.as_ref());
     if sent {
         ExitCode::SUCCESS
     } else {
@@ -109,12 +111,13 @@ pub fn helper_main() -> ExitCode {
     }
 }
 
-/// Our parent (the library, which removes a run's cgroups once its helper exited) is gone —
-/// killed, say, with its state dir deleted after it — so nobody would remove the run's cgroups:
-/// leave them for the cgroups above and remove them ourselves. Best effort; the prepared run's
-/// lock file (which names them) still lets `sweep_stale` finish the job.
-fn orphaned(parent: nix::unistd::Pid, cgroup: Option<&RunCgroup>) {
-    if nix::unistd::getppid() == parent {
+/// The library removes a run's cgroups once its helper exited, but not when it is gone — killed,
+/// say, with its state dir deleted after it — nor when it is not root (system mode: the cgroups
+/// are root's): then leave them for the cgroups above and remove them ourselves, after the
+/// answer (a move between v1 cgroups waits for a grace period). Best effort; the run's lock
+/// file (which names them) still lets `sweep_stale` finish the job.
+fn leave_cgroups(parent: nix::unistd::Pid, parent_is_root: bool, cgroup: Option<&RunCgroup>) {
+    if parent_is_root && nix::unistd::getppid() == parent {
         return;
     }
     if let Some(cgroup) = cgroup {
@@ -122,6 +125,13 @@ fn orphaned(parent: nix::unistd::Pid, cgroup: Option<&RunCgroup>) {
             cgroup.remove();
         }
     }
+}
+
+/// The effective uid of process `pid` (`/proc/<pid>/status`), if it can be read.
+fn euid_of(pid: nix::unistd::Pid) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let uids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
+    uids.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Fd 3 when it is a Unix socket (the library's fd channel), close-on-exec; `None` otherwise
