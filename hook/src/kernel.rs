@@ -4,6 +4,7 @@
 //! used by the hook and by the daemon (which includes this file by path), so both see the same.
 //! std only (the hook's rule).
 
+use std::borrow::Cow;
 use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 
@@ -37,36 +38,36 @@ pub fn resolve_with(
     if !path.starts_with('/') {
         return unknown(format!("{path:?} is not absolute"));
     }
-    let mut todo: Vec<String> = path
+    // The components still to walk, last first: borrowed from `path`, owned from link targets
+    // (this runs for every component of every path, ~100 a call: no copy of the common case).
+    let mut todo: Vec<Cow<'_, str>> = path
         .split('/')
         .filter(|s| !s.is_empty())
         .rev()
-        .map(str::to_owned)
+        .map(Cow::Borrowed)
         .collect();
-    // The resolved prefix, always real (no links in it); "" is the root.
-    let mut cur = String::new();
+    // The resolved prefix, always real (no links in it); "" is the root. A candidate is this
+    // prefix with one more component, built in place and cut back when it is a link.
+    let mut cur = String::with_capacity(path.len());
     let mut hops = 0;
     while let Some(part) = todo.pop() {
-        match part.as_str() {
+        match &*part {
             "." => continue,
             ".." => {
-                cur = cur
-                    .rsplit_once('/')
-                    .map(|(a, _)| a.to_owned())
-                    .unwrap_or_default();
+                if let Some(i) = cur.rfind('/') {
+                    cur.truncate(i);
+                }
                 continue;
             }
             _ => {}
         }
-        // Not `format!`: this runs for every component of every path (~100 a call).
-        let mut cand = String::with_capacity(cur.len() + 1 + part.len());
-        cand.push_str(&cur);
-        cand.push('/');
-        cand.push_str(&part);
-        let meta = match lstat(&cand) {
+        let parent = cur.len();
+        cur.push('/');
+        cur.push_str(&part);
+        let meta = match lstat(&cur) {
             Ok(m) => m,
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                let mut rest = cand;
+                let mut rest = cur;
                 while let Some(p) = todo.pop() {
                     rest.push('/');
                     rest.push_str(&p);
@@ -75,36 +76,36 @@ pub fn resolve_with(
                     real: normalise(&rest),
                 };
             }
-            Err(e) => return unknown(format!("{cand}: {e}")),
+            Err(e) => return unknown(format!("{cur}: {e}")),
         };
         if !meta.file_type().is_symlink() {
             if !meta.is_dir() && !todo.is_empty() {
-                return unknown(format!("{cand} is not a directory"));
+                return unknown(format!("{cur} is not a directory"));
             }
-            cur = cand;
             continue;
         }
         hops += 1;
         if hops > MAX_HOPS {
             return unknown(format!("more than {MAX_HOPS} symbolic links"));
         }
-        if magic(&cur, &part) {
+        if magic(&cur[..parent], &part) {
             return unknown(format!(
-                "{cand} is a /proc link whose target depends on the process resolving it"
+                "{cur} is a /proc link whose target depends on the process resolving it"
             ));
         }
-        let target = match std::fs::read_link(&cand) {
+        let target = match std::fs::read_link(&cur) {
             Ok(t) => t,
-            Err(e) => return unknown(format!("{cand}: {e}")),
+            Err(e) => return unknown(format!("{cur}: {e}")),
         };
         let Some(target) = target.to_str() else {
-            return unknown(format!("{cand} points at a name that is not UTF-8"));
+            return unknown(format!("{cur} points at a name that is not UTF-8"));
         };
+        cur.truncate(parent);
         for p in target.split('/').filter(|s| !s.is_empty()).rev() {
-            todo.push(p.to_owned());
+            todo.push(Cow::Owned(p.to_owned()));
         }
         if target.starts_with('/') {
-            cur = String::new();
+            cur.clear();
         }
     }
     let real = if cur.is_empty() { "/".to_owned() } else { cur };
