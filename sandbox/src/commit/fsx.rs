@@ -7,7 +7,7 @@ use nix::fcntl::{OFlag, RenameFlags};
 use nix::sys::stat::{FileStat, Mode};
 use std::ffi::{CString, OsStr};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Component, Path};
 
 /// Open a directory (never through a symlink).
@@ -116,28 +116,119 @@ pub fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
     })
 }
 
-/// Names of every extended attribute on `path` (no symlink follow).
-pub fn xattr_names(path: &Path) -> Vec<Vec<u8>> {
-    let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
-        return Vec::new();
+/// `listxattrat(2)` (Linux 6.13; the same number on every architecture, as all syscalls since
+/// 5.1 have).
+const SYS_LISTXATTRAT: libc::c_long = 465;
+
+/// Whether `listxattrat` answered ENOSYS once (an older kernel): the path form from then on.
+static NO_LISTXATTRAT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The extended attribute names of entry `name` in the directory open at `dir` (no symlink
+/// follow), NUL-separated in `buf` (its contents replaced), without a path walk:
+/// `listxattrat(dir, name, AT_SYMLINK_NOFOLLOW)`; on a kernel without it, `llistxattr` of
+/// `path()`. A filesystem without extended attributes has none (empty); any other error is an
+/// error (the caller refuses: markers it cannot read are not markers it may ignore).
+pub fn xattr_list_at(
+    dir: &OwnedFd,
+    name: &OsStr,
+    path: impl Fn() -> std::path::PathBuf,
+    buf: &mut Vec<u8>,
+) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::Ordering;
+    let cname = CString::new(name.as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let cpath = if NO_LISTXATTRAT.load(Ordering::Relaxed) {
+        Some(CString::new(path().into_os_string().into_vec()).map_err(|_| Errno::EINVAL)?)
+    } else {
+        None
     };
-    let mut buf = vec![0u8; 1024];
+    if buf.len() < 256 {
+        buf.resize(256, 0);
+    }
     loop {
-        // SAFETY: `cpath` is NUL-terminated; `buf` is writable for the length passed.
-        let n = unsafe { libc::llistxattr(cpath.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = match &cpath {
+            // SAFETY: `cname` is NUL-terminated and outlives the call; `buf` is writable for the
+            // length passed; `dir` is an open descriptor.
+            None => unsafe {
+                libc::syscall(
+                    SYS_LISTXATTRAT,
+                    dir.as_raw_fd(),
+                    cname.as_ptr(),
+                    libc::AT_SYMLINK_NOFOLLOW,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                )
+            },
+            // SAFETY: as above, with the NUL-terminated path.
+            Some(p) => unsafe {
+                libc::llistxattr(p.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) as libc::c_long
+            },
+        };
         if n >= 0 {
             buf.truncate(n as usize);
-            return buf
-                .split(|b| *b == 0)
-                .filter(|n| !n.is_empty())
-                .map(<[u8]>::to_vec)
-                .collect();
+            return Ok(());
         }
-        if Errno::last() == Errno::ERANGE && buf.len() < 1 << 20 {
-            let len = buf.len() * 4;
-            buf.resize(len, 0);
-            continue;
+        match Errno::last() {
+            Errno::ENOSYS if cpath.is_none() => {
+                NO_LISTXATTRAT.store(true, Ordering::Relaxed);
+                return xattr_list_at(dir, name, path, buf);
+            }
+            Errno::ERANGE if buf.len() < 1 << 20 => {
+                let len = buf.len() * 4;
+                buf.resize(len, 0);
+            }
+            Errno::ENOTSUP => {
+                buf.clear();
+                return Ok(());
+            }
+            e => return Err(e),
         }
-        return Vec::new();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(dir: &OwnedFd, name: &str, path: &Path) -> Vec<Vec<u8>> {
+        let mut buf = Vec::new();
+        xattr_list_at(dir, OsStr::new(name), || path.join(name), &mut buf).expect("list");
+        buf.split(|b| *b == 0)
+            .filter(|n| !n.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
+    #[test]
+    fn xattr_lists_come_from_the_dir_fd_never_through_a_symlink_in_both_forms() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (f, l) = (tmp.path().join("f"), tmp.path().join("l"));
+        std::fs::write(&f, b"x").unwrap();
+        std::os::unix::fs::symlink(&f, &l).unwrap();
+        let (cf, cn) = (
+            CString::new(f.as_os_str().as_bytes()).unwrap(),
+            CString::new("user.marker").unwrap(),
+        );
+        // SAFETY: NUL-terminated strings and a one-byte value, all alive for the call.
+        let set = unsafe { libc::setxattr(cf.as_ptr(), cn.as_ptr(), b"y".as_ptr().cast(), 1, 0) };
+        assert_eq!(set, 0, "{}", Errno::last());
+        let dir = open_root(tmp.path()).unwrap();
+        // The kernel's `listxattrat`, then (as on a kernel before 6.13) the path form.
+        for fallback in [false, true] {
+            if fallback {
+                NO_LISTXATTRAT.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            assert!(listed(&dir, "f", tmp.path()).contains(&b"user.marker".to_vec()));
+            // The link's own (none), not its target's.
+            assert!(!listed(&dir, "l", tmp.path()).contains(&b"user.marker".to_vec()));
+        }
+        let mut buf = Vec::new();
+        let gone = xattr_list_at(
+            &dir,
+            OsStr::new("gone"),
+            || tmp.path().join("gone"),
+            &mut buf,
+        );
+        assert_eq!(gone, Err(Errno::ENOENT));
     }
 }

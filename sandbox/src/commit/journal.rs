@@ -8,7 +8,7 @@
 
 use super::fsx::{self, lstat_at, move_noreplace, open_beneath, open_dir_at, open_root};
 use super::{escape, unescape, Change, ChangeKind, Problem};
-use crate::clock::settle;
+use crate::clock::{precise_now, settle, wait_past};
 use crate::mirror::{remove_tree, valid_id, Meta};
 use crate::store::{self, Store};
 use nix::errno::Errno;
@@ -170,7 +170,8 @@ fn remove_journal(jdir: &Path) -> std::io::Result<()> {
 /// The `committed` marker's content.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Committed {
-    /// From [`settle`] after the last step: an entry with a later ctime changed since.
+    /// The precise clock after the last step, written once the coarse clock is past it (as
+    /// [`settle`]): an entry with a later ctime changed since.
     at: [i64; 2],
 }
 
@@ -272,11 +273,17 @@ pub(crate) fn apply(
             }
         }
     }
+    // The boundary is read before the flush and waited past after it: the flush outlasts the
+    // coarse clock's tick, so the wait is over by then (`settle` after the flush waited up to a
+    // tick more). The same boundary: every step is at or before `at`, and `committed` is
+    // written only once every later change is stamped after it.
+    let at = precise_now();
     for (t, fd) in trees.iter().zip(fds) {
         fsx::syncfs(&fd.root).map_err(|e| ApplyError::Io(t.root.to_path_buf(), e.into()))?;
     }
-    let committed = serde_json::to_vec(&Committed { at: settle() })
-        .map_err(|e| jio(std::io::Error::other(e)))?;
+    wait_past(at);
+    let committed =
+        serde_json::to_vec(&Committed { at }).map_err(|e| jio(std::io::Error::other(e)))?;
     write_synced(&jdir.join("committed"), &committed).map_err(jio)?;
     Ok(())
 }
@@ -311,13 +318,9 @@ fn steps_forward(
         let Some((parent, name)) = op.split() else {
             continue;
         };
-        let rel = t.show(&op.rel());
-        let conflict = |why: String| {
-            ApplyError::Conflict(Problem {
-                path: rel.clone(),
-                why,
-            })
-        };
+        // The path as shown, built only for an error (unescaping it per op is a cost per file).
+        let rel = || t.show(&op.rel());
+        let conflict = |why: String| ApplyError::Conflict(Problem { path: rel(), why });
         let host = host_dirs
             .get(&parent)
             .map_err(|e| conflict(format!("host directory changed during the commit: {e}")))?;
@@ -330,26 +333,26 @@ fn steps_forward(
                 _ => return Err(conflict("changed on the host after the run started".into())),
             }
             move_noreplace(host, &name, pre, OsStr::new(&n.to_string()))
-                .map_err(|e| ApplyError::Io(rel.clone(), e.into()))?;
+                .map_err(|e| ApplyError::Io(rel(), e.into()))?;
             moved.insert(old);
             step(steps)?;
         }
         if op.new.is_some() {
             let from = upper_dirs
                 .get(&parent)
-                .map_err(|e| ApplyError::Io(rel.clone(), e.into()))?;
+                .map_err(|e| ApplyError::Io(rel(), e.into()))?;
             match move_noreplace(from, &name, host, &name) {
                 Ok(()) => {}
                 Err(Errno::EEXIST | Errno::ENOTEMPTY) => {
                     return Err(conflict("created on the host after the run started".into()))
                 }
-                Err(e) => return Err(ApplyError::Io(rel.clone(), e.into())),
+                Err(e) => return Err(ApplyError::Io(rel(), e.into())),
             }
             step(steps)?;
         }
         if let Some((_, new_mode)) = op.mode {
             fsx::chmod_dir_at(host, &name, new_mode)
-                .map_err(|e| ApplyError::Io(rel.clone(), e.into()))?;
+                .map_err(|e| ApplyError::Io(rel(), e.into()))?;
             step(steps)?;
         }
     }

@@ -194,6 +194,8 @@ struct Planner<'a> {
     /// the host deleted it while the run ran, and the commit would resurrect it (a directory
     /// with only the entries the run touched).
     origins: Vec<(PathBuf, u64)>,
+    /// The buffer extended attribute names are listed into (reused: one per entry otherwise).
+    xattrs: Vec<u8>,
 }
 
 /// The lower inode number in an overlay `origin` xattr (`struct ovl_fb`: version, magic 0xfb,
@@ -217,23 +219,65 @@ fn newer(st: &FileStat, started: [i64; 2]) -> bool {
     ctime(st) > started
 }
 
-/// Names in the directory open at `fd` (read through /proc/self/fd: the fd, not a path).
+/// Names in the directory open at `fd` (read through /proc/self/fd: the fd, not a path), in
+/// the directory's own order.
+fn names_unsorted(fd: &OwnedFd) -> std::io::Result<impl Iterator<Item = OsString>> {
+    Ok(
+        std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
+            .filter_map(|e| e.ok().map(|e| e.file_name())),
+    )
+}
+
+/// Names in the directory open at `fd`, sorted (the commit's order).
 fn names(fd: &OwnedFd) -> std::io::Result<Vec<OsString>> {
-    let mut v: Vec<OsString> = std::fs::read_dir(format!("/proc/self/fd/{}", fd.as_raw_fd()))?
-        .filter_map(|e| e.ok().map(|e| e.file_name()))
-        .collect();
-    v.sort();
+    let mut v: Vec<OsString> = names_unsorted(fd)?.collect();
+    v.sort_unstable();
     Ok(v)
 }
 
+/// `rel/name` (`Path::join` parses both for separators and prefixes: a cost per entry).
+fn child(rel: &Path, name: &OsStr) -> PathBuf {
+    let mut p = OsString::with_capacity(rel.as_os_str().len() + 1 + name.len());
+    p.push(rel.as_os_str());
+    if !rel.as_os_str().is_empty() {
+        p.push("/");
+    }
+    p.push(name);
+    PathBuf::from(p)
+}
+
 impl Planner<'_> {
-    /// Classify and validate one upper entry (refusals recorded); also whether it carries an
-    /// overlay `origin` (copied up from a lower inode).
-    fn classify(&mut self, rel: &Path, st: &FileStat) -> Option<(Upper, bool)> {
-        let path = self.upper_root.join(rel);
+    /// Classify and validate one upper entry, `name` in the directory open at `dir` (refusals
+    /// recorded); also whether it carries an overlay `origin` (copied up from a lower inode).
+    /// `rel` builds the entry's workspace-relative path, only when needed (a problem, an
+    /// extended attribute read by path).
+    fn classify(
+        &mut self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        rel: &dyn Fn() -> PathBuf,
+        st: &FileStat,
+    ) -> Option<(Upper, bool)> {
+        let root = self.upper_root;
+        let mut xattrs = std::mem::take(&mut self.xattrs);
+        let listed = fsx::xattr_list_at(dir, name, || root.join(rel()), &mut xattrs);
+        let found = self.markers(rel, st, listed.map(|()| xattrs.as_slice()));
+        self.xattrs = xattrs;
+        found
+    }
+
+    /// [`Self::classify`] on the entry's stat and its listed extended attribute names.
+    fn markers(
+        &mut self,
+        rel: &dyn Fn() -> PathBuf,
+        st: &FileStat,
+        xattrs: Result<&[u8], Errno>,
+    ) -> Option<(Upper, bool)> {
+        let root = self.upper_root;
+        let path = || root.join(rel());
         let mut problem = |why: &str| {
             self.refused.push(Problem {
-                path: rel.to_path_buf(),
+                path: rel(),
                 why: why.to_string(),
             });
             None
@@ -250,15 +294,19 @@ impl Planner<'_> {
             }
             _ => {}
         }
+        // Markers it cannot read are not markers it may ignore.
+        let Ok(xattrs) = xattrs else {
+            return problem("cannot list the run's entry's extended attributes");
+        };
         let (mut opaque, mut origin) = (false, false);
-        for name in fsx::xattr_names(&path) {
+        for name in xattrs.split(|b| *b == 0).filter(|n| !n.is_empty()) {
             let Some(rest) = name.strip_prefix(OVERLAY_XATTR.as_bytes()) else {
                 continue;
             };
             match rest {
                 b"whiteout" if k == libc::S_IFREG => return Some((Upper::Whiteout, false)),
                 b"origin" => origin = true,
-                b"opaque" => match fsx::xattr(&path, "trusted.overlay.opaque").as_deref() {
+                b"opaque" => match fsx::xattr(&path(), "trusted.overlay.opaque").as_deref() {
                     Some(b"y") => opaque = true,
                     _ => return problem("overlay opaque marker other than \"y\""),
                 },
@@ -287,19 +335,28 @@ impl Planner<'_> {
             return;
         };
         for name in entries {
-            let rel = rel.join(&name);
-            let Ok(Some(st)) = lstat_at(fd, &name) else {
-                continue;
+            // Built for the few that need it (a problem, a subdirectory), not for every file.
+            let rel = || child(rel, &name);
+            let st = match lstat_at(fd, &name) {
+                Ok(Some(st)) => st,
+                // The run is over: nothing else changes its upper dir. Every entry classified.
+                Ok(None) | Err(_) => {
+                    self.refused.push(Problem {
+                        path: rel(),
+                        why: "cannot inspect the run's entry".into(),
+                    });
+                    continue;
+                }
             };
-            match self.classify(&rel, &st).map(|(u, _)| u) {
+            match self.classify(fd, &name, &rel, &st).map(|(u, _)| u) {
                 Some(Upper::Whiteout) => self.refused.push(Problem {
-                    path: rel,
+                    path: rel(),
                     why: "whiteout inside a new directory".into(),
                 }),
                 Some(Upper::Dir | Upper::OpaqueDir) => match open_dir_at(fd, &name) {
-                    Ok(sub) => self.check_new_tree(&sub, &rel),
+                    Ok(sub) => self.check_new_tree(&sub, &rel()),
                     Err(e) => self.refused.push(Problem {
-                        path: rel,
+                        path: rel(),
                         why: format!("cannot open the run's directory: {e}"),
                     }),
                 },
@@ -340,13 +397,19 @@ impl Planner<'_> {
                 }
             }
             libc::S_IFDIR => match open_dir_at(dir, name) {
-                Ok(sub) => {
-                    for child in names(&sub).unwrap_or_default() {
-                        if let Ok(Some(cst)) = lstat_at(&sub, &child) {
-                            self.check_old(&sub, &child, &cst, &rel.join(&child), false);
+                Ok(sub) => match names(&sub) {
+                    Ok(entries) => {
+                        for entry in entries {
+                            if let Ok(Some(cst)) = lstat_at(&sub, &entry) {
+                                self.check_old(&sub, &entry, &cst, &child(rel, &entry), false);
+                            }
                         }
                     }
-                }
+                    Err(e) => self.conflicts.push(Problem {
+                        path: rel.to_path_buf(),
+                        why: format!("cannot list the host directory: {e}"),
+                    }),
+                },
                 Err(e) => self.conflicts.push(Problem {
                     path: rel.to_path_buf(),
                     why: format!("cannot open the host directory: {e}"),
@@ -375,17 +438,23 @@ impl Planner<'_> {
             .then(|| nix::sys::stat::fstat(host).ok())
             .flatten()
             .filter(|st| (st.st_size as u64) <= entries.len() as u64 * 256)
-            .and_then(|_| names(host).ok())
-            .map(|v| {
-                v.into_iter()
-                    .collect::<std::collections::HashSet<OsString>>()
-            });
+            .and_then(|_| names_unsorted(host).ok())
+            .map(|v| v.collect::<std::collections::HashSet<OsString>>());
         for name in entries {
-            let rel = rel.join(&name);
-            let Ok(Some(ust)) = lstat_at(upper, &name) else {
-                continue;
+            let rel = child(rel, &name);
+            let ust = match lstat_at(upper, &name) {
+                Ok(Some(st)) => st,
+                // The run is over: nothing else changes its upper dir. Every entry classified.
+                Ok(None) | Err(_) => {
+                    self.refused.push(Problem {
+                        path: rel,
+                        why: "cannot inspect the run's entry".into(),
+                    });
+                    continue;
+                }
             };
-            let Some((what, has_origin)) = self.classify(&rel, &ust) else {
+            let Some((what, has_origin)) = self.classify(upper, &name, &|| rel.clone(), &ust)
+            else {
                 continue;
             };
             let looked = match &host_names {
@@ -510,6 +579,7 @@ fn plan(
         links: Default::default(),
         journal_bytes: 0,
         origins: Vec::new(),
+        xattrs: Vec::new(),
     };
     planner.walk(upper, host, Path::new(""));
     planner.split_links();
@@ -542,6 +612,7 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
         return Err(CommitError::Killed(Box::new(kept)));
     }
     let workspace = kept.workspace().to_path_buf();
+    let early = early_writeback(&kept.upper());
     let io = |path: &Path, e: Errno, kept: KeptUpper| CommitError::Io {
         path: path.to_path_buf(),
         source: e.into(),
@@ -692,6 +763,7 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
             return Err(CommitError::Journal(e));
         }
     }
+    early.join();
     let changes = manifest.changes();
     // What remains of the upper dirs (whiteouts, merged directories' skeletons) is spent.
     let mut kept = kept;
@@ -705,6 +777,40 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
     })
 }
 
+/// Start writing the run's new content back while the commit plans and renames: the mirror's
+/// overlays are `volatile`, so the run's new inodes and data are all still dirty, and the
+/// commit's flush after the renames (which makes them durable before `committed`) would write
+/// them all on its critical path. This `syncfs` of the upper dir's filesystem (the workspace's)
+/// only starts that earlier, in a thread; it guarantees nothing and nothing waits for it but
+/// the end of a successful commit (dropping the guard of a failed one leaves the thread to
+/// finish on its own). None for an empty upper dir (a run that wrote nothing has nothing to
+/// write back, and the commit does not flush).
+fn early_writeback(upper: &Path) -> EarlyWriteback {
+    let fd = open_root(upper)
+        .ok()
+        .filter(|fd| names_unsorted(fd).is_ok_and(|mut n| n.next().is_some()));
+    EarlyWriteback(fd.and_then(|fd| {
+        std::thread::Builder::new()
+            .name("commit-writeback".into())
+            .spawn(move || {
+                let _ = fsx::syncfs(&fd);
+            })
+            .ok()
+    }))
+}
+
+/// The thread of [`early_writeback`].
+struct EarlyWriteback(Option<std::thread::JoinHandle<()>>);
+
+impl EarlyWriteback {
+    /// Wait for it (a successful commit: its flush already waited for the same writeback).
+    fn join(mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
+    }
+}
+
 /// Leave the upper dir on disk (the journal refers to it).
 fn leave(mut kept: KeptUpper) {
     kept.done = true;
@@ -713,12 +819,16 @@ fn leave(mut kept: KeptUpper) {
 /// Escape a path's bytes for the journal (JSON strings must be UTF-8): printable ASCII but `%`
 /// stays, everything else is `%XX`.
 pub(crate) fn escape(p: &Path) -> String {
-    let mut s = String::new();
-    for &b in p.as_os_str().as_bytes() {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let bytes = p.as_os_str().as_bytes();
+    let mut s = String::with_capacity(bytes.len());
+    for &b in bytes {
         if b.is_ascii_graphic() && b != b'%' || b == b' ' {
             s.push(b as char);
         } else {
-            s.push_str(&format!("%{b:02X}"));
+            s.push('%');
+            s.push(HEX[usize::from(b >> 4)] as char);
+            s.push(HEX[usize::from(b & 15)] as char);
         }
     }
     s
