@@ -1,7 +1,9 @@
 //! Benchmark of mirrored runs (issue 19): `true` bare, under bwrap, as today's test-run + real
 //! run, and as a mirrored run (+ commit); then the commit of 10,000 new files (into an existing
-//! directory: one rename each; as a new directory: one rename). Medians over many runs,
-//! std::time only. Run as root: `cargo bench -p cmdgate-sandbox --bench commit`.
+//! directory: one rename each; as a new directory: one rename) and of a build's outputs (700
+//! files, 39 MB, into existing directories and a new one). Medians over many runs, std::time
+//! only. Run as root: `cargo bench -p cmdgate-sandbox --bench commit`; two builds side by side:
+//! `sandbox/benches/commit_ab.sh` (this harness over the library of an older revision).
 
 use cmdgate_sandbox::commit::{self, CommitConfig};
 use cmdgate_sandbox::mirror::{self, MirrorCommand};
@@ -26,6 +28,18 @@ fn time(runs: usize, mut f: impl FnMut()) -> Duration {
             })
             .collect(),
     )
+}
+
+/// CPU time of this process (every thread, user and system): on a loaded machine the wall
+/// time mostly measures the wait for a CPU; this does not.
+fn process_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 fn ms(d: Duration) -> String {
@@ -75,6 +89,9 @@ fn main() {
         std::fs::write(dir.join(format!("f{i}.rs")), "// x\n").expect("write");
     }
     std::fs::create_dir(ws.join("target")).expect("mkdir");
+    for d in ["deps", ".fingerprint", "build"] {
+        std::fs::create_dir_all(ws.join("target/debug").join(d)).expect("mkdir");
+    }
     let cfg = config(&ws, &state, &home);
     const RUNS: usize = 40;
     // `CMDGATE_BENCH_COMMIT_ONLY=1`: the commit table alone (and a short one under callgrind,
@@ -212,8 +229,10 @@ fn bench_commit(cfg: &RunConfig, ws: &Path, state: &Path) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(9);
-    println!("\n| commit of 10,000 new files | median of {rounds} (commit only) | per file |");
-    println!("|---|---|---|");
+    println!(
+        "\n| commit of new files | median of {rounds} (commit only) | per file | CPU (process) |"
+    );
+    println!("|---|---|---|---|");
     for (what, script) in [
         (
             "into an existing directory (10,000 renames)",
@@ -223,24 +242,37 @@ fn bench_commit(cfg: &RunConfig, ws: &Path, state: &Path) {
             "as a new directory (1 rename; tree still validated)",
             "mkdir gen && cd gen && seq 1 10000 | sed 's/^/o/' | xargs touch",
         ),
+        (
+            "a build's outputs (700 files, 39 MB; 601 renames)",
+            "cd target/debug && for i in $(seq 1 300); do head -c 131072 /dev/zero > \
+             deps/libx$i.rlib; echo $i > .fingerprint/x$i; done && mkdir build/x && \
+             for i in $(seq 1 100); do echo $i > build/x/o$i; done",
+        ),
     ] {
-        let mut times = Vec::new();
+        let (mut times, mut cpu) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let fin = mirror::start(cfg, &cmd(ws, script))
                 .and_then(|r| r.wait())
                 .expect("mirrored run");
             assert_eq!(fin.run.exit, Some(0));
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), process_cpu());
             let report = commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
             times.push(t.elapsed());
+            cpu.push(process_cpu().saturating_sub(c));
             // Put the workspace back for the next round (outside the timing).
             commit::undo(state, &report.run_id).expect("undo");
         }
         let m = median(times);
+        let files = if what.starts_with("a build") {
+            700.0
+        } else {
+            10_000.0
+        };
         println!(
-            "| {what} | {} | {:.1} µs |",
+            "| {what} | {} | {:.1} µs | {} |",
             ms(m),
-            m.as_secs_f64() * 1e6 / 10_000.0
+            m.as_secs_f64() * 1e6 / files,
+            ms(median(cpu))
         );
     }
 }
