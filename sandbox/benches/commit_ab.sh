@@ -4,13 +4,15 @@
 # harness, in alternating pairs so a change of load hits both alike. Prints one table: the
 # median over the pairs of each build's median, the ratio after/before, the load before/after.
 #
-#   sandbox/benches/commit_ab.sh [BEFORE [PAIRS [ROUNDS]]]     (root; defaults c6db203 3 3)
+#   sandbox/benches/commit_ab.sh [BEFORE [PAIRS [ROUNDS]]]     (root; defaults 14c466c 3 3)
 #
+# BEFORE must have the APIs the harness uses (`mirror::Warm`: 14c466c or later); 14c466c is the
+# library just before session 6's commit changes.
 # Builds with the release profile made attributable (`strip = none`, line tables, no LTO: the
 # same for both sides; callgrind can then name `commit::commit`). Holds /work/coord/bench.lock
 # when that file exists (two timing benches never overlap on a shared machine).
 set -euo pipefail
-before_rev=${1:-c6db203}
+before_rev=${1:-14c466c}
 pairs=${2:-3}
 rounds=${3:-3}
 repo=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
