@@ -49,10 +49,13 @@ impl fmt::Debug for Comp {
 
 /// The components of a pattern, borrowing from the table's text when it is the table's.
 fn comps_of(p: &Comp) -> Vec<Comp> {
+    // Straight from the split: no `components` vector in between (the hook compiles the whole
+    // table on every call).
     match p {
-        Comp::Table(s) => components(s).into_iter().map(Comp::Table).collect(),
-        Comp::Shared(s) => components(s)
-            .into_iter()
+        Comp::Table(s) => s.split('/').filter(is_component).map(Comp::Table).collect(),
+        Comp::Shared(s) => s
+            .split('/')
+            .filter(is_component)
             .map(|c| Comp::Shared(Arc::from(c)))
             .collect(),
     }
@@ -395,9 +398,12 @@ pub(crate) fn normalized(p: &str) -> Vec<&str> {
 }
 
 fn components(p: &str) -> Vec<&str> {
-    p.split('/')
-        .filter(|c| !c.is_empty() && *c != ".")
-        .collect()
+    p.split('/').filter(is_component).collect()
+}
+
+/// A path component that counts: not empty (`//`), not `.`.
+fn is_component(c: &&str) -> bool {
+    !c.is_empty() && *c != "."
 }
 
 /// Resolve `..` lexically.
