@@ -344,6 +344,16 @@ impl BreakerBoard {
         self.breakers.lock().await.is_open(session, now)
     }
 
+    /// `is_open` without waiting: `None` when the lock is held (a signal or a prune in progress),
+    /// and the caller then takes the waiting path. Never blocks, so it may run on any thread.
+    pub(crate) fn try_is_open(
+        &self,
+        session: &str,
+        now: UnixMillis,
+    ) -> Option<(bool, Vec<Changed>)> {
+        Some(self.breakers.try_lock().ok()?.is_open(session, now))
+    }
+
     /// The operator's reset (`None`: every breaker), announced.
     pub(crate) async fn reset(&self, scope: Option<&str>, now: UnixMillis) -> Vec<Changed> {
         let changes = self.breakers.lock().await.reset(scope, now);

@@ -35,7 +35,7 @@ use crate::engine::learning::{self, apply_learning, with_id};
 use crate::engine::record::{describe_parts, request_entry, wire_source};
 use crate::engine::testrun::Target;
 use crate::engine::tickets::Issued;
-use crate::engine::tiermaps::MapEvent;
+use crate::engine::tiermaps::{MapEvent, Stamps};
 use crate::engine::{Engine, EngineError, Peer};
 use crate::store::audit::{self, AuditDecision, Entry, Kind, TiermapEvent};
 
@@ -106,31 +106,86 @@ fn validate(req: &DecideRequest) -> Result<Validated, String> {
 }
 
 /// Step 2: the project root (git root of cwd unless the hook named it) and the canonical cwd.
-/// Both read the file system, so they run on the blocking pool, never on the async runtime.
+/// Both read the file system: this runs on the blocking pool (`Engine::prepare`), never on the
+/// async runtime.
 /// In system mode the hook's `CLAUDE_PROJECT_DIR` counts only when it holds the cwd: the agent's
 /// environment (a settings file's `env`) must not borrow another project's map and rules for a
 /// command that runs here; otherwise the project is found from the cwd alone.
-async fn canonicalise(cwd: &str, claude_dir: Option<PathBuf>, mode: Mode) -> Result<Place, String> {
-    let cwd = PathBuf::from(cwd);
-    tokio::task::spawn_blocking(move || {
-        let claude_dir = match mode {
-            Mode::User => claude_dir,
-            Mode::System => claude_dir.filter(|dir| {
-                let canon = |p: &Path| std::fs::canonicalize(p).ok();
-                matches!((canon(dir), canon(&cwd)), (Some(d), Some(c)) if c.starts_with(&d))
-            }),
-        };
-        let (root, _) = crate::engine::project::project_root(&cwd, claude_dir.as_deref());
-        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-        Place {
-            root_s: root.to_string_lossy().into_owned(),
-            cwd_s: cwd.to_string_lossy().into_owned(),
-            root,
-            cwd,
+fn canonicalise(cwd: PathBuf, claude_dir: Option<PathBuf>, mode: Mode) -> Place {
+    let claude_dir = match mode {
+        Mode::User => claude_dir,
+        Mode::System => claude_dir.filter(|dir| {
+            let canon = |p: &Path| std::fs::canonicalize(p).ok();
+            matches!((canon(dir), canon(&cwd)), (Some(d), Some(c)) if c.starts_with(&d))
+        }),
+    };
+    let (root, _) = crate::engine::project::project_root(&cwd, claude_dir.as_deref());
+    let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+    Place {
+        root_s: root.to_string_lossy().into_owned(),
+        cwd_s: cwd.to_string_lossy().into_owned(),
+        root,
+        cwd,
+    }
+}
+
+/// Steps 2–4 as one trip to the blocking pool finds them: with the tier map and the keys
+/// unchanged since they were verified (their stamps), the rules current and the breaker free,
+/// the snapshot is taken and the policy judges in that same trip; otherwise the map is loaded on
+/// the runtime (audited events, store reads) and the policy judges in a second trip.
+enum Trip {
+    Judged {
+        place: Place,
+        coherent: Coherent,
+        step: Step,
+        home: String,
+    },
+    Load {
+        place: Place,
+        /// `None`: not taken (the engine is shutting down); `get` takes them.
+        stamps: Option<Stamps>,
+        facts: Facts,
+    },
+}
+
+/// Steps 2–4 done: where the request runs, the snapshot it was judged under, the policy's step
+/// and the agent's home.
+struct Prepared {
+    place: Place,
+    coherent: Coherent,
+    step: Step,
+    home: String,
+}
+
+/// What a judgement needs besides the place and the snapshot (owned: it goes to the blocking
+/// pool).
+struct Facts {
+    tool: Tool,
+    uid: u32,
+    agent_home: Option<String>,
+    locations: Locations,
+    extra_own: Vec<String>,
+    extra_secrets: Vec<String>,
+    packs: PackSet,
+}
+
+impl Facts {
+    fn judge(self, place: &Place, coherent: &Coherent) -> Judge {
+        Judge {
+            tool: self.tool,
+            place_root: place.root_s.clone(),
+            place_cwd: place.cwd_s.clone(),
+            snapshot: Arc::clone(&coherent.snapshot),
+            rules: Arc::clone(&coherent.rules),
+            breaker_open: coherent.breaker_open,
+            uid: self.uid,
+            agent_home: self.agent_home,
+            locations: self.locations,
+            extra_own: self.extra_own,
+            extra_secrets: self.extra_secrets,
+            packs: self.packs,
         }
-    })
-    .await
-    .map_err(|e| format!("the request's paths could not be resolved ({e})"))
+    }
 }
 
 /// What the policy needs from the engine for one judgement, owned (it runs on the blocking pool).
@@ -443,44 +498,28 @@ impl Engine {
             Ok(v) => v,
             Err(why) => return self.finish_early(early(entry, why), started).await,
         };
-        // 2. Canonicalise.
-        let place = match canonicalise(&req.cwd, claude_dir, self.paths.locations.mode).await {
+        // 2–4. Canonicalise, snapshot, decide.
+        let facts = Facts {
+            tool: tool.clone(),
+            uid: peer.uid,
+            agent_home: req.home.clone(),
+            locations: self.paths.locations.clone(),
+            extra_own: self.own_extras.clone(),
+            extra_secrets: self.config.secret_paths.clone(),
+            // Validated when the config loaded; a bad list here switches every pack off.
+            packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
+        };
+        let prepared = self
+            .prepare(req, claude_dir, facts, &mut entry, now)
+            .await?;
+        let Prepared {
+            place,
+            coherent,
+            step,
+            home,
+        } = match prepared {
             Ok(p) => p,
             Err(why) => return self.finish_early(early(entry, why), started).await,
-        };
-        entry.project = Some(place.root_s.clone());
-        entry.cwd = Some(place.cwd_s.clone());
-        // 3. One coherent snapshot.
-        let coherent = match self.snapshot(&req.agent.session_id, &place, now).await? {
-            Ok(c) => c,
-            Err(why) => return self.finish_early(early(entry, why), started).await,
-        };
-        // 4. Decide.
-        let judged = tokio::task::spawn_blocking({
-            let j = Judge {
-                tool: tool.clone(),
-                place_root: place.root_s.clone(),
-                place_cwd: place.cwd_s.clone(),
-                snapshot: Arc::clone(&coherent.snapshot),
-                rules: Arc::clone(&coherent.rules),
-                breaker_open: coherent.breaker_open,
-                uid: peer.uid,
-                agent_home: req.home.clone(),
-                locations: self.paths.locations.clone(),
-                extra_own: self.own_extras.clone(),
-                extra_secrets: self.config.secret_paths.clone(),
-                // Validated when the config loaded; a bad list here switches every pack off.
-                packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
-            };
-            move || judge(j)
-        })
-        .await;
-        let (step, home) = match judged {
-            Ok(j) => j,
-            Err(e) => {
-                let why = format!("the policy could not judge the request ({e})");
-                return self.finish_early(early(entry, why), started).await;
-            }
         };
         describe_parts(&mut entry, &tool, &coherent.snapshot);
         // 4b. The operator's escape hatch (a grant the daemon holds for this uid or session):
@@ -583,16 +622,133 @@ impl Engine {
         })
     }
 
-    /// Step 3: the project's tier map (a new, rejected or replayed map is audited and signalled
-    /// first), the rules (reloaded if a reload failed since a change; refused if it fails again) and
-    /// the breaker, read together. `Ok(Err(why))` refuses the request.
+    /// Steps 2–4: the place, one coherent snapshot and the policy's step. Every file-system call
+    /// runs on the blocking pool, and a decision under an unchanged tier map makes one trip there
+    /// (canonicalise, the keys' and map's stamps, the cached snapshot, the judgement); a map to
+    /// (re)load, stale rules or a busy lock take the waiting path: `snapshot`, then a second trip
+    /// to judge. `entry` gets the place as soon as it is known. `Ok(Err(why))` refuses the request.
+    async fn prepare(
+        &self,
+        req: &DecideRequest,
+        claude_dir: Option<PathBuf>,
+        facts: Facts,
+        entry: &mut Entry,
+        now: UnixMillis,
+    ) -> Result<Result<Prepared, String>, EngineError> {
+        let session = req.agent.session_id.clone();
+        let (cwd, mode) = (PathBuf::from(&req.cwd), self.paths.locations.mode);
+        // Rules that must be reloaded first are the waiting path's (`snapshot` reloads them).
+        let rules = (!self.rules.is_stale()).then(|| self.rules.current());
+        let engine = self.me.upgrade();
+        let trip = tokio::task::spawn_blocking(move || {
+            let place = canonicalise(cwd, claude_dir, mode);
+            let Some(engine) = engine else {
+                return Trip::Load {
+                    stamps: None,
+                    place,
+                    facts,
+                };
+            };
+            let stamps = engine.tiermaps.stamps(&place.root);
+            // The order of `snapshot`: map, rules, breaker.
+            let coherent = engine
+                .tiermaps
+                .cached(&place.root, &stamps)
+                .and_then(|snapshot| {
+                    let rules = rules?;
+                    let (breaker_open, breaker_changes) =
+                        engine.breakers.try_is_open(&session, now)?;
+                    Some(Coherent {
+                        snapshot,
+                        rules,
+                        breaker_open,
+                        breaker_changes,
+                    })
+                });
+            match coherent {
+                Some(coherent) => {
+                    let (step, home) = judge(facts.judge(&place, &coherent));
+                    Trip::Judged {
+                        place,
+                        coherent,
+                        step,
+                        home,
+                    }
+                }
+                None => Trip::Load {
+                    place,
+                    stamps: Some(stamps),
+                    facts,
+                },
+            }
+        })
+        .await;
+        let trip = match trip {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(format!("the request could not be judged ({e})"))),
+        };
+        let (place, stamps, facts) = match trip {
+            Trip::Judged {
+                place,
+                coherent,
+                step,
+                home,
+            } => {
+                entry.project = Some(place.root_s.clone());
+                entry.cwd = Some(place.cwd_s.clone());
+                return Ok(Ok(Prepared {
+                    place,
+                    coherent,
+                    step,
+                    home,
+                }));
+            }
+            Trip::Load {
+                place,
+                stamps,
+                facts,
+            } => (place, stamps, facts),
+        };
+        entry.project = Some(place.root_s.clone());
+        entry.cwd = Some(place.cwd_s.clone());
+        let coherent = match self
+            .snapshot(&req.agent.session_id, &place, stamps, now)
+            .await?
+        {
+            Ok(c) => c,
+            Err(why) => return Ok(Err(why)),
+        };
+        let judge_input = facts.judge(&place, &coherent);
+        match tokio::task::spawn_blocking(move || judge(judge_input)).await {
+            Ok((step, home)) => Ok(Ok(Prepared {
+                place,
+                coherent,
+                step,
+                home,
+            })),
+            Err(e) => Ok(Err(format!("the policy could not judge the request ({e})"))),
+        }
+    }
+
+    /// Step 3, the waiting path: the project's tier map (a new, rejected or replayed map is
+    /// audited and signalled first), the rules (reloaded if a reload failed since a change;
+    /// refused if it fails again) and the breaker, read together. `Ok(Err(why))` refuses the
+    /// request.
     async fn snapshot(
         &self,
         session: &str,
         place: &Place,
+        stamps: Option<Stamps>,
         now: UnixMillis,
     ) -> Result<Result<Coherent, String>, EngineError> {
-        let loaded = self.tiermaps.get(&place.root, &self.store).await?;
+        let loaded = match stamps {
+            Some(stamps) => {
+                self.tiermaps
+                    .get_stamped(&place.root, stamps, &self.store)
+                    .await?
+            }
+            None => self.tiermaps.get(&place.root, &self.store).await?,
+        };
         if let Some(event) = loaded.event {
             self.map_event(session, event, &place.root_s, &loaded.snapshot)
                 .await?;

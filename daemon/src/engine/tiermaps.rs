@@ -42,6 +42,20 @@ struct Stamp {
     dev: u64,
 }
 
+/// The keys' and a project map's stamps, taken together off the runtime.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamps {
+    keys: Option<Stamp>,
+    map: Option<Stamp>,
+}
+
+fn stamps_of(keys_path: &Path, root: &Path) -> Stamps {
+    Stamps {
+        keys: stamp(keys_path),
+        map: stamp(&root.join(tiermap::FILE_NAME)),
+    }
+}
+
 fn stamp(path: &Path) -> Option<Stamp> {
     // The entry itself, not a link's target: a link put in its place is a change.
     let m = std::fs::symlink_metadata(path).ok()?;
@@ -301,21 +315,55 @@ impl TierMaps {
         (k.generation, k.keys.clone())
     }
 
+    /// The stamps of the pinned keys and of `root`'s map: file-system calls, so the caller runs
+    /// this off the async runtime (the decision pipeline takes them in the same trip to the
+    /// blocking pool as its other file-system work).
+    pub(crate) fn stamps(&self, root: &Path) -> Stamps {
+        stamps_of(&self.keys_path, root)
+    }
+
+    /// The cached snapshot for `root` when `stamps` show that neither the keys nor the map
+    /// changed since it was verified: exactly the case in which `get_stamped` returns the cache
+    /// without reading anything. `None` otherwise, and when a lock is held (a load in progress):
+    /// the caller then goes through `get_stamped`. Never blocks, so it may run on any thread.
+    pub(crate) fn cached(&self, root: &Path, stamps: &Stamps) -> Option<Arc<Snapshot>> {
+        let keys = self.keys.try_lock().ok()?;
+        if keys.generation == 0 || keys.stamp != stamps.keys {
+            return None;
+        }
+        let projects = self.projects.try_lock().ok()?;
+        let p = projects.get(root)?;
+        (p.stamp == stamps.map && p.keys_generation == keys.generation).then(|| p.active.clone())
+    }
+
     /// The snapshot for `root` (canonical project root).
     ///
     /// Every file-system call runs on the blocking pool, never on the async runtime: the keys'
     /// and the map's stamps in one trip (all an unchanged map costs), the file when it changed.
     /// A trip the pool could not make is a read-only snapshot for this call, never cached.
     pub async fn get(&self, root: &Path, store: &Store) -> Result<Loaded, StoreError> {
-        let file = root.join(tiermap::FILE_NAME);
         let stamps = {
-            let (keys_path, file) = (self.keys_path.clone(), file.clone());
-            off_runtime(move || (stamp(&keys_path), stamp(&file))).await
+            let (keys_path, root) = (self.keys_path.clone(), root.to_path_buf());
+            off_runtime(move || stamps_of(&keys_path, &root)).await
         };
-        let (keys_now, now) = match stamps {
-            Ok(s) => s,
-            Err(e) => return Ok(unreadable(&e)),
-        };
+        match stamps {
+            Ok(s) => self.get_stamped(root, s, store).await,
+            Err(e) => Ok(unreadable(&e)),
+        }
+    }
+
+    /// `get` with the stamps already taken (off the runtime) by the caller.
+    pub(crate) async fn get_stamped(
+        &self,
+        root: &Path,
+        stamps: Stamps,
+        store: &Store,
+    ) -> Result<Loaded, StoreError> {
+        let file = root.join(tiermap::FILE_NAME);
+        let Stamps {
+            keys: keys_now,
+            map: now,
+        } = stamps;
         let (generation, keys) = self.keys(keys_now).await;
         let mut projects = self.projects.lock().await;
         if let Some(p) = projects.get(root) {
@@ -470,5 +518,44 @@ impl TierMaps {
             .collect();
         out.sort_by(|a, b| a.project.cmp(&b.project));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `cached` answers exactly when `get_stamped` would return the cache without reading: the
+    /// same snapshot under the same stamps, nothing after the map or the keys changed, nothing
+    /// while a load holds the lock.
+    #[tokio::test]
+    async fn cached_holds_only_for_unchanged_stamps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(crate::store::DB_FILE)).unwrap();
+        let keys = dir.path().join("trusted_keys");
+        let root = dir.path().join("proj");
+        std::fs::create_dir(&root).unwrap();
+        let maps = TierMaps::new(keys.clone());
+        let stamps = maps.stamps(&root);
+        assert!(maps.cached(&root, &stamps).is_none(), "nothing loaded yet");
+        let loaded = maps.get_stamped(&root, stamps, &store).await.unwrap();
+        assert!(loaded.event.is_some(), "no map: a rejection to audit");
+        let hit = maps.cached(&root, &maps.stamps(&root)).expect("unchanged");
+        assert!(Arc::ptr_eq(&hit, &loaded.snapshot));
+        // A map appears: its stamp differs from the cached one.
+        std::fs::write(root.join(tiermap::FILE_NAME), "# a map\n").unwrap();
+        assert!(maps.cached(&root, &maps.stamps(&root)).is_none());
+        std::fs::remove_file(root.join(tiermap::FILE_NAME)).unwrap();
+        assert!(maps.cached(&root, &maps.stamps(&root)).is_some());
+        // Keys appear: every cached snapshot is re-checked.
+        std::fs::write(&keys, "").unwrap();
+        assert!(maps.cached(&root, &maps.stamps(&root)).is_none());
+        std::fs::remove_file(&keys).unwrap();
+        // A load in progress holds the lock: the caller waits on `get_stamped` instead.
+        let stamps = maps.stamps(&root);
+        let held = maps.projects.lock().await;
+        assert!(maps.cached(&root, &stamps).is_none());
+        drop(held);
+        assert!(maps.cached(&root, &stamps).is_some());
     }
 }
