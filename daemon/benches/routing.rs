@@ -5,30 +5,16 @@
 //! Needs `cmdgate-hook` built in the same profile: `cargo build --release -p cmdgate-hook &&
 //! cargo bench -p cmdgate-daemon --bench routing`.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const WARMUP: usize = 50;
+use common::{decide_body, request, Daemon};
 
-fn request(socket: &Path, body: &[u8]) -> u16 {
-    let mut s = UnixStream::connect(socket).expect("connect");
-    let head = format!(
-        "POST /v1/decide HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    String::from_utf8_lossy(&raw[..12.min(raw.len())])
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
+const WARMUP: usize = 50;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -36,17 +22,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 fn ms(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1e3)
-}
-
-struct Daemon {
-    child: std::process::Child,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn main() {
@@ -58,61 +33,14 @@ fn main() {
         "build the hook first: cargo build --release -p cmdgate-hook ({} missing)",
         hook.display()
     );
-    let dir = tempfile::tempdir().unwrap();
-    let p = |s: &str| dir.path().join(s);
-    let (home, conf, data, proj) = (p("home"), p("conf"), p("data"), p("proj"));
-    for d in [&home, &conf, &data, &proj] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let env = |cmd: &mut Command| {
-        for k in [
-            "XDG_RUNTIME_DIR",
-            "XDG_CONFIG_HOME",
-            "XDG_DATA_HOME",
-            "XDG_STATE_HOME",
-            "CMDGATE_MODE",
-        ] {
-            cmd.env_remove(k);
-        }
-        cmd.env("HOME", &home)
-            .env("CMDGATE_HOME", &data)
-            .env("CMDGATE_CONFIG_DIR", &conf)
-            .env("CMDGATE_SPOOL_DIR", p("spool"))
-            .env("CLAUDE_PROJECT_DIR", &proj);
-    };
-    let mut init = Command::new(&cmdgate);
-    init.args(["init", "--sign", "--project"]).arg(&proj);
-    env(&mut init);
-    assert!(
-        init.output().unwrap().status.success(),
-        "cmdgate init --sign failed"
-    );
-    let mut cmd = Command::new(&cmdgated);
-    env(&mut cmd);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    let _daemon = Daemon {
-        child: cmd.spawn().unwrap(),
-    };
-    let socket = data.join("cmdgate.sock");
-    let start = Instant::now();
-    while UnixStream::connect(data.join("admin.sock")).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "cmdgated did not start"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let bin_dir = cmdgated.parent().expect("the binaries' directory");
+    assert_eq!(cmdgate.parent(), Some(bin_dir));
+    let daemon = Daemon::start("cmdgated", bin_dir);
+    let (socket, proj) = (daemon.socket.clone(), daemon.proj.clone());
 
     // 1. Routed decisions per second: a tier 2 ask in a signed, cached map (no test-run; an ask
     //    is no breaker signal, so the breakers stay closed for part 2).
-    let body = |i: usize| {
-        format!(
-            r#"{{"v":1,"event":"PreToolUse","session_id":"bench-{}","tool_use_id":"b{i}","cwd":"{}","project_dir":"{}","tool_name":"Bash","tool_input":{{"command":"git push origin main"}}}}"#,
-            i % 8,
-            proj.display(),
-            proj.display()
-        )
-    };
+    let body = |i: usize| decide_body("bench", i, &proj);
     for i in 0..WARMUP {
         assert_eq!(request(&socket, body(i).as_bytes()), 200);
     }
@@ -162,7 +90,7 @@ fn main() {
             proj.display()
         );
         let mut cmd = Command::new(&hook);
-        env(&mut cmd);
+        common::env_of(daemon.dir.path(), &daemon.proj, &mut cmd);
         cmd.env("CMDGATE_SOCKET", &socket)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

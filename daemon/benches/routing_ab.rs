@@ -14,28 +14,12 @@
 //! Optional: `CMDGATE_AB_ROUNDS` (default 40), `CMDGATE_AB_PER_ROUND` (default 50 decisions).
 //! Without both directories it says how to run it and measures nothing.
 
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn request(socket: &Path, body: &[u8]) -> u16 {
-    let mut s = UnixStream::connect(socket).expect("connect");
-    let head = format!(
-        "POST /v1/decide HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).unwrap();
-    s.write_all(body).unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    String::from_utf8_lossy(&raw[..12.min(raw.len())])
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0)
-}
+use std::path::Path;
+use std::time::Instant;
+
+use common::{decide_body, request, Daemon};
 
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -50,67 +34,13 @@ fn median(v: &mut [f64]) -> f64 {
 /// One side: a running daemon of one build with its own store, keys and signed map.
 struct Side {
     name: &'static str,
-    child: std::process::Child,
-    socket: PathBuf,
-    proj: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Side {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    daemon: Daemon,
 }
 
 fn start(name: &'static str, bin: &Path) -> Side {
-    let dir = tempfile::tempdir().unwrap();
-    let p = |s: &str| dir.path().join(s);
-    let (home, conf, data, proj) = (p("home"), p("conf"), p("data"), p("proj"));
-    for d in [&home, &conf, &data, &proj] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let env = |cmd: &mut Command| {
-        for k in [
-            "XDG_RUNTIME_DIR",
-            "XDG_CONFIG_HOME",
-            "XDG_DATA_HOME",
-            "XDG_STATE_HOME",
-            "CMDGATE_MODE",
-        ] {
-            cmd.env_remove(k);
-        }
-        cmd.env("HOME", &home)
-            .env("CMDGATE_HOME", &data)
-            .env("CMDGATE_CONFIG_DIR", &conf)
-            .env("CMDGATE_SPOOL_DIR", p("spool"))
-            .env("CLAUDE_PROJECT_DIR", &proj);
-    };
-    let mut init = Command::new(bin.join("cmdgate"));
-    init.args(["init", "--sign", "--project"]).arg(&proj);
-    env(&mut init);
-    assert!(
-        init.output().unwrap().status.success(),
-        "{name}: cmdgate init --sign failed"
-    );
-    let mut cmd = Command::new(bin.join("cmdgated"));
-    env(&mut cmd);
-    cmd.stdout(Stdio::null()).stderr(Stdio::null());
-    let child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while UnixStream::connect(data.join("admin.sock")).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "{name}: cmdgated did not start"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
     Side {
         name,
-        child,
-        socket: data.join("cmdgate.sock"),
-        proj,
-        _dir: dir,
+        daemon: Daemon::start(name, bin),
     }
 }
 
@@ -119,14 +49,14 @@ fn start(name: &'static str, bin: &Path) -> Side {
 fn round(side: &Side, first_id: usize, n: usize) -> Vec<f64> {
     (first_id..first_id + n)
         .map(|i| {
-            let body = format!(
-                r#"{{"v":1,"event":"PreToolUse","session_id":"ab-{}","tool_use_id":"ab{i}","cwd":"{}","project_dir":"{}","tool_name":"Bash","tool_input":{{"command":"git push origin main"}}}}"#,
-                i % 8,
-                side.proj.display(),
-                side.proj.display()
-            );
+            let body = decide_body("ab", i, &side.daemon.proj);
             let t = Instant::now();
-            assert_eq!(request(&side.socket, body.as_bytes()), 200, "{}", side.name);
+            assert_eq!(
+                request(&side.daemon.socket, body.as_bytes()),
+                200,
+                "{}",
+                side.name
+            );
             t.elapsed().as_secs_f64() * 1e6
         })
         .collect()
