@@ -251,6 +251,45 @@ impl RunCgroup {
     }
 }
 
+/// Remove the empty run cgroups (`cmdgate-<pid>-…`, beside ours) whose creating process is gone:
+/// a daemon killed while a helper of its was still preparing or exiting, with its state dir (and
+/// so the lock file naming them) deleted after it. Only empty ones: `rmdir` refuses the others.
+/// Returns how many went.
+pub fn reap_orphans() -> usize {
+    let mut reaped = 0;
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for (_, _, parent) in locate() {
+        if seen.contains(&parent) {
+            continue;
+        }
+        seen.push(parent.clone());
+        let Ok(entries) = std::fs::read_dir(&parent) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix("cmdgate-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<i32>().ok())
+                .filter(|p| *p > 0)
+            else {
+                continue;
+            };
+            let gone = matches!(
+                nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None),
+                Err(nix::errno::Errno::ESRCH)
+            );
+            let empty = std::fs::read_to_string(entry.path().join("cgroup.procs"))
+                .is_ok_and(|p| p.trim().is_empty());
+            if gone && empty && std::fs::remove_dir(entry.path()).is_ok() {
+                reaped += 1;
+            }
+        }
+    }
+    reaped
+}
+
 /// SIGKILL every process listed in each dir's `cgroup.procs`, then rmdir (retrying briefly while
 /// the kernel finishes tearing the tasks down). Returns whether every dir is gone.
 pub fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a Path>) -> bool {

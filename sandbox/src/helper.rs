@@ -69,11 +69,15 @@ pub fn helper_main() -> ExitCode {
     };
     // The run's cgroups, once made: removed here only if our parent died (see `orphaned`).
     let mut made: Option<RunCgroup> = None;
+    // A mirrored run's parent reaps us on a thread (`Prepared::finish_later`) and may itself end
+    // before it gets to the cgroups (a daemon stopped right after a run): we remove them.
+    let mut mirrored = false;
     let reply = match read() {
         Err(e) => failed("request", &e),
         Ok(ParentMessage::Run(req)) => match prepare(&req.run_id, &req.config.state_dir) {
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
+                mirrored = req.mirror.is_some();
                 finish(run(&req, prep, channel.take()))
             }
             Err(e) => failed("sandbox setup", &e),
@@ -91,6 +95,7 @@ pub fn helper_main() -> ExitCode {
                     Ok(ParentMessage::Run(req))
                         if req.run_id == run_id && req.config.state_dir == state_dir =>
                     {
+                        mirrored = req.mirror.is_some();
                         finish(run(&req, prep, channel.take()))
                     }
                     Ok(_) => failed(
@@ -103,7 +108,7 @@ pub fn helper_main() -> ExitCode {
         },
     };
     let sent = send(&reply);
-    leave_cgroups(parent, parent_is_root, made.as_ref());
+    leave_cgroups(parent, parent_is_root && !mirrored, made.as_ref());
     if sent {
         ExitCode::SUCCESS
     } else {
@@ -113,11 +118,12 @@ pub fn helper_main() -> ExitCode {
 
 /// The library removes a run's cgroups once its helper exited, but not when it is gone — killed,
 /// say, with its state dir deleted after it — nor when it is not root (system mode: the cgroups
-/// are root's): then leave them for the cgroups above and remove them ourselves, after the
-/// answer (a move between v1 cgroups waits for a grace period). Best effort; the run's lock
+/// are root's), and maybe not after a mirrored run (`parent_cleans` false): then leave them for
+/// the cgroups above and remove them ourselves, after the answer (a move between v1 cgroups
+/// waits for a grace period; nobody waits for us then). Best effort; the run's lock
 /// file (which names them) still lets `sweep_stale` finish the job.
-fn leave_cgroups(parent: nix::unistd::Pid, parent_is_root: bool, cgroup: Option<&RunCgroup>) {
-    if parent_is_root && nix::unistd::getppid() == parent {
+fn leave_cgroups(parent: nix::unistd::Pid, parent_cleans: bool, cgroup: Option<&RunCgroup>) {
+    if parent_cleans && nix::unistd::getppid() == parent {
         return;
     }
     if let Some(cgroup) = cgroup {
@@ -304,11 +310,20 @@ fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
     // The helper joins the run's cgroups itself, so pid 1 and everything below it are born
     // inside (no migration race). On cgroup v1 this costs an RCU grace period: paid here, ahead
     // of the command when the helper is warm.
-    cgroup
-        .join(std::process::id() as i32)
-        .map_err(HelperError::Cgroup)?;
+    let pid = std::process::id() as i32;
     let scratch = runs.join(run_id);
-    std::fs::create_dir(&scratch).map_err(state_err(&scratch))?;
+    let rest = cgroup
+        .join(pid)
+        .map_err(HelperError::Cgroup)
+        .and_then(|()| std::fs::create_dir(&scratch).map_err(state_err(&scratch)));
+    if let Err(e) = rest {
+        // Nobody else removes cgroups of a run that never got prepared (the state dir may be
+        // gone: a daemon stopped and its state deleted while we prepared ahead).
+        if cgroup.leave(pid).is_ok() {
+            cgroup.remove();
+        }
+        return Err(e);
+    }
     Ok(Prepared {
         _lock: lock,
         scratch,

@@ -348,6 +348,8 @@ fn cleanup_run(state_dir: &Path, run_id: &str) {
 /// free) loses its cgroups (killing anything still in them), scratch dir and lock file.
 /// Returns the run ids swept. Call at daemon start (and any time: live runs are skipped).
 pub fn sweep_stale(state_dir: &Path) -> std::io::Result<Vec<String>> {
+    // Run cgroups no lock file names any more (their creator and its state dir are gone).
+    crate::cgroup::reap_orphans();
     let runs = state_dir.join("runs");
     let entries = match std::fs::read_dir(&runs) {
         Ok(e) => e,

@@ -159,6 +159,22 @@ fn a_prepared_helper_whose_parent_died_removes_its_own_cgroups() {
 }
 
 #[test]
+fn the_sweep_reaps_empty_run_cgroups_of_a_dead_creator_and_keeps_a_live_ones() {
+    // A daemon killed while its helper was preparing, its state dir deleted after it: no lock
+    // file names the cgroups any more; its pid (the run id's first part) is gone.
+    let env = Env::new();
+    let mut dead = Command::new("true").spawn().expect("spawn true");
+    let dead_pid = dead.id();
+    dead.wait().expect("reap true");
+    let orphan = RunCgroup::create(&format!("{dead_pid}-0-0")).expect("cgroup");
+    let live = RunCgroup::create(&format!("{}-0-0", std::process::id())).expect("cgroup");
+    cmdgate_sandbox::sweep_stale(&env.state).expect("sweep");
+    assert!(orphan.dirs.iter().all(|(_, _, d)| !d.exists()));
+    assert!(live.dirs.iter().all(|(_, _, d)| d.exists()));
+    live.remove();
+}
+
+#[test]
 fn sweep_kills_what_is_left_in_a_stale_cgroup_and_skips_live_runs() {
     let env = Env::new();
     let runs = env.state.join("runs");
