@@ -9,8 +9,8 @@
 # BEFORE must have the APIs the harness uses (`mirror::Warm`: 14c466c or later); 14c466c is the
 # library just before session 6's commit changes.
 # Builds with the release profile made attributable (`strip = none`, line tables, no LTO: the
-# same for both sides; callgrind can then name `commit::commit`). Holds /work/coord/bench.lock
-# when that file exists (two timing benches never overlap on a shared machine).
+# same for both sides; callgrind can then name `commit::commit`). With CMDGATE_BENCH_LOCK=FILE it
+# holds `flock FILE` while timing (two timing benches never overlap on a shared machine).
 set -euo pipefail
 before_rev=${1:-14c466c}
 pairs=${2:-3}
@@ -42,7 +42,7 @@ after=$(bench_bin "$repo" "$target")
 cp "$after" "$target/commit-ab/after.bin"
 
 lock=()
-[ -e /work/coord/bench.lock ] && lock=(flock /work/coord/bench.lock)
+[ -n "${CMDGATE_BENCH_LOCK:-}" ] && lock=(flock "$CMDGATE_BENCH_LOCK")
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 out=$target/commit-ab/results.txt
 : >"$out"
