@@ -284,7 +284,14 @@ impl System {
         std::fs::create_dir(&dir).unwrap();
         chmod(&dir, 0o755);
         let helper = dir.join("cmdgate-mirror-helper");
-        std::fs::copy(&built, &helper).expect("copy the mirror helper");
+        // By `cp`: a write fd held by this multi-threaded process could leak into a child forked
+        // meanwhile and make exec of the helper fail with ETXTBSY.
+        let copied = Command::new("cp")
+            .arg(&built)
+            .arg(&helper)
+            .status()
+            .expect("run cp");
+        assert!(copied.success(), "copy the mirror helper: {copied}");
         chown(&helper, &format!("root:{}", self.daemon_user.name));
         chmod(&helper, 0o750);
         let done = run_bounded(

@@ -214,7 +214,15 @@ fn without_root_the_helper_refuses_and_runs_nothing() {
         .tempdir()
         .expect("tempdir");
     let program = bin_dir.path().join("helper");
-    std::fs::copy(env!("CARGO_BIN_EXE_cmdgate-sandbox-helper"), &program).expect("copy helper");
+    // Copied by `cp`, not `fs::copy`: a write fd to the copy held by this (multi-threaded) test
+    // process leaks into any child another test forks meanwhile, and exec of the copy then fails
+    // with ETXTBSY until that child has exec'd. Only `cp` ever holds it open for writing.
+    let copied = Command::new("cp")
+        .arg(env!("CARGO_BIN_EXE_cmdgate-sandbox-helper"))
+        .arg(&program)
+        .status()
+        .expect("run cp");
+    assert!(copied.success(), "copy helper: {copied}");
     use std::os::unix::fs::PermissionsExt;
     for p in [bin_dir.path(), program.as_path()] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
