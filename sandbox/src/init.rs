@@ -300,20 +300,7 @@ pub(crate) fn socket_pair() -> Option<(OwnedFd, OwnedFd)> {
 
 /// Send `fd` over `sock` with SCM_RIGHTS (one data byte carries it).
 pub(crate) fn send_fd(sock: &OwnedFd, fd: RawFd) -> nix::Result<()> {
-    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, UnixAddr};
-    let fds = [fd];
-    let sent = sendmsg::<UnixAddr>(
-        sock.as_raw_fd(),
-        &[std::io::IoSlice::new(&[0u8])],
-        &[ControlMessage::ScmRights(&fds)],
-        MsgFlags::empty(),
-        None,
-    )?;
-    if sent == 1 {
-        Ok(())
-    } else {
-        Err(nix::errno::Errno::EIO)
-    }
+    send_fds(sock, &[fd])
 }
 
 /// Send every fd of `fds` over `sock` in one message with SCM_RIGHTS (one data byte carries
