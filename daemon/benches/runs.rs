@@ -276,7 +276,8 @@ fn main() {
     for d in [&conf, &data] {
         std::fs::create_dir_all(d).unwrap();
     }
-    std::fs::write(p("t.jsonl"), "").unwrap();
+    // The user's turn is there, as in Claude Code's (without one the hook waits for it).
+    std::fs::write(p("t.jsonl"), "{\"type\":\"user\",\"uuid\":\"u0\",\"message\":{\"role\":\"user\",\"content\":\"go on\"}}\n").unwrap();
     // The operator's own HOME: the toolchain lives there (`~/.rustup`), and the mirror shows the
     // agent's HOME (an overlay), not other users' homes. The toolchain's own cargo, not rustup's
     // proxy. Each project's cargo home is inside it (`CARGO_HOME`, set per call), so nothing is

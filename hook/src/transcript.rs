@@ -15,29 +15,43 @@ pub const MAX_TAIL_BYTES: u64 = 4 << 20;
 
 /// How long a routed call waits for Claude Code to write the transcript. Claude Code 2.1.332
 /// writes it through a buffered queue: on a session's first tool call the file may not be on
-/// disk yet when PreToolUse fires (tests/reviewer_claude_code.rs failed that way on an idle
-/// machine). The wait is bounded well below the hook's deadline.
+/// disk yet when PreToolUse fires, or be there without the user's turn yet (with stream-json
+/// input; tests/reviewer_claude_code.rs failed both ways). The wait is bounded well below the
+/// hook's deadline.
 pub const TRANSCRIPT_WAIT: Duration = Duration::from_millis(1500);
 
 /// How often the transcript is looked at again while waiting for it.
 const TRANSCRIPT_POLL: Duration = Duration::from_millis(15);
 
-/// The newest user turns of the transcript at `path`, or why there are none. A transcript file
-/// that does not exist yet is looked for again until [`TRANSCRIPT_WAIT`] has passed (a caller
-/// other than Claude Code that names a path which never appears pays that once per routed call).
+/// The newest user turns of the transcript at `path`, or why there are none. A transcript that
+/// does not exist yet, or that was read whole and holds no user turn yet (only at a session's
+/// start: Claude Code writes the prompt before it asks the model), is looked at again until
+/// [`TRANSCRIPT_WAIT`] has passed. A tail without a user turn (a long run of tool output) is not
+/// waited for: more output will not add one.
 pub fn user_turns(path: Option<&str>) -> TranscriptTurns {
-    let until = Instant::now() + TRANSCRIPT_WAIT;
+    user_turns_within(path, TRANSCRIPT_WAIT, || {
+        std::thread::sleep(TRANSCRIPT_POLL)
+    })
+}
+
+/// [`user_turns`] waiting at most `wait`, calling `between` between two looks.
+fn user_turns_within(
+    path: Option<&str>,
+    wait: Duration,
+    mut between: impl FnMut(),
+) -> TranscriptTurns {
+    let until = Instant::now() + wait;
     loop {
         let (found, not_yet) = user_turns_once(path);
         if !not_yet || Instant::now() >= until {
             return found;
         }
-        std::thread::sleep(TRANSCRIPT_POLL);
+        between();
     }
 }
 
-/// One look at the transcript; `true` beside the answer when the file is missing (worth another
-/// look: Claude Code creates it moments later).
+/// One look at the transcript; `true` beside the answer when it is worth another look: the file
+/// is missing, or was read whole and holds no user turn (Claude Code writes it moments later).
 fn user_turns_once(path: Option<&str>) -> (TranscriptTurns, bool) {
     let Some(path) = path.filter(|p| p.starts_with('/')) else {
         return (
@@ -60,7 +74,7 @@ fn user_turns_once(path: Option<&str>) -> (TranscriptTurns, bool) {
                 Ok(t) => (TranscriptTurns::Turns(t), false),
                 Err(NoTurns::None) => (
                     TranscriptTurns::Unavailable("the transcript has no user turn".into()),
-                    false,
+                    !truncated,
                 ),
                 Err(NoTurns::NewestTooLong { chars }) => (
                     TranscriptTurns::Unavailable(format!(
@@ -121,8 +135,50 @@ mod tests {
         ));
         assert!(matches!(user_turns(None), TranscriptTurns::Unavailable(_)));
         std::fs::write(&path, "{\"type\":\"assistant\"}\n").unwrap();
-        assert!(
-            matches!(user_turns(path.to_str()), TranscriptTurns::Unavailable(w) if w.contains("no user turn"))
+        assert!(matches!(
+            user_turns_within(path.to_str(), Duration::ZERO, || ()),
+            TranscriptTurns::Unavailable(w) if w.contains("no user turn")
+        ));
+    }
+
+    #[test]
+    fn a_whole_transcript_without_a_user_turn_is_looked_at_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        std::fs::write(&path, "{\"type\":\"summary\"}\n").unwrap();
+        let mut looks = 0;
+        // Claude Code writes the user's turn after the first look.
+        let found = user_turns_within(path.to_str(), Duration::from_secs(60), || {
+            looks += 1;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            std::io::Write::write_all(
+                &mut f,
+                b"{\"type\":\"user\",\"uuid\":\"u1\",\"message\":{\"role\":\"user\",\"content\":\"go\"}}\n",
+            )
+            .unwrap();
+        });
+        assert_eq!(looks, 1);
+        match found {
+            TranscriptTurns::Turns(t) => assert_eq!(t.turns, vec!["go"]),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_tail_without_a_user_turn_is_not_waited_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let filler = format!(
+            "{{\"type\":\"assistant\",\"x\":\"{}\"}}\n",
+            "a".repeat(1 << 20)
         );
+        std::fs::write(&path, filler.repeat(5)).unwrap();
+        let found = user_turns_within(path.to_str(), Duration::from_secs(60), || {
+            panic!("a truncated tail is not looked at again")
+        });
+        assert!(matches!(found, TranscriptTurns::Unavailable(w) if w.contains("no user turn")));
     }
 }

@@ -51,9 +51,10 @@ impl Gate {
     /// one under /tmp is the mirror's scratch, never committed).
     pub fn new_in(parent: &std::path::Path) -> Gate {
         let dir = tempfile::tempdir_in(parent).expect("tempdir");
-        // The transcript the events name exists, as Claude Code's does by the time it runs
-        // hooks (a missing one makes a routed call wait for it: hook/src/transcript.rs).
-        std::fs::write(dir.path().join("t.jsonl"), "").expect("transcript");
+        // The transcript the events name exists and holds the user's turn, as Claude Code's
+        // does by the time it runs hooks (a missing one, or one read whole without a user turn,
+        // makes a routed call wait for it: hook/src/transcript.rs).
+        std::fs::write(dir.path().join("t.jsonl"), "{\"type\":\"user\",\"uuid\":\"u0\",\"message\":{\"role\":\"user\",\"content\":\"go on\"}}\n").expect("transcript");
         let p = |s: &str| dir.path().join(s);
         let (home, conf, data, spool, proj) =
             (p("home"), p("conf"), p("data"), p("spool"), p("proj"));

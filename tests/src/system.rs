@@ -391,10 +391,11 @@ impl System {
         tool_use_id: &str,
         command: &str,
     ) -> Value {
-        // The transcript exists, as Claude Code's does (a missing one makes the hook wait).
+        // The transcript exists and holds the user's turn, as Claude Code's does (a missing one,
+        // or one without a user turn, makes the hook wait).
         let transcript = agent.home.join("t.jsonl");
         if !transcript.exists() {
-            std::fs::write(&transcript, "").expect("transcript");
+            std::fs::write(&transcript, "{\"type\":\"user\",\"uuid\":\"u0\",\"message\":{\"role\":\"user\",\"content\":\"go on\"}}\n").expect("transcript");
         }
         json!({
             "session_id": session,

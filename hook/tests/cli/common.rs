@@ -27,9 +27,9 @@ impl World {
         for sub in ["home", "run", "work", "spool"] {
             std::fs::create_dir_all(root.join(sub)).expect("mkdir");
         }
-        // Claude Code's transcript exists by the time it runs hooks; a missing one makes a routed
-        // call wait for it (hook/src/transcript.rs).
-        std::fs::write(root.join("home/transcript.jsonl"), "").expect("transcript");
+        // Claude Code's transcript exists and holds the user's turn by the time it runs hooks; a
+        // missing one, or one without a user turn, makes a routed call wait (hook/src/transcript.rs).
+        std::fs::write(root.join("home/transcript.jsonl"), "{\"type\":\"user\",\"uuid\":\"u0\",\"message\":{\"role\":\"user\",\"content\":\"go on\"}}\n").expect("transcript");
         let env = vec![
             ("PATH".to_string(), "/usr/bin:/bin".to_string()),
             ("HOME".to_string(), root.join("home").display().to_string()),
