@@ -2,7 +2,8 @@
 //! catastrophic check, cmdgate's own paths and every word of the command walk the same prefixes
 //! (`/home`, `/home/me`, the project …): about a hundred `lstat`s for `ls -la`, most of them
 //! repeats. What it remembers is never older than the call itself, and the command runs after the
-//! answer anyway; the daemon, which runs for days, uses `kernel::Kernel`, which remembers nothing.
+//! answer anyway; the daemon, which runs for days, remembers lookups for one judgement only
+//! (`daemon/src/engine/memo.rs`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;

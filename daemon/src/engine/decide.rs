@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cmdgate_policy::breaker::Signal;
+use cmdgate_policy::decide::kernel::PathResolver;
 use cmdgate_policy::decide::{
     self, after_test_run, Context, Decision, Request, RuleSet, SandboxVerdict, Source, Step, Tool,
 };
@@ -214,8 +215,14 @@ pub(crate) struct Judge {
 /// agent's `$HOME` as the hook saw it (its shell expands `~` with it), else the password
 /// database's home for its uid. The resolution, the password database and the listing of a
 /// searched directory read the system: this runs on the blocking pool. Returns the step and the
-/// agent's home.
+/// agent's home. Each path is looked up once per judgement (`engine::memo`, made here and
+/// dropped with the step: nothing is remembered from one decision to the next).
 pub(crate) fn judge(j: Judge) -> (Step, String) {
+    judge_with(j, &crate::engine::memo::Memo::default())
+}
+
+/// [`judge`] with the resolver given: the tests judge with and without the memo.
+fn judge_with(j: Judge, kernel: &dyn PathResolver) -> (Step, String) {
     let db_home = agent_home(j.uid);
     let home = j
         .agent_home
@@ -256,7 +263,7 @@ pub(crate) fn judge(j: Judge) -> (Step, String) {
         project_root: &j.place_root,
         cwd: &j.place_cwd,
     };
-    let step = decide::decide_with(request, ctx, &crate::engine::kernel::Kernel);
+    let step = decide::decide_with(request, ctx, kernel);
     // A learned command runs on the host only when nothing in it is code the agent could have
     // changed (`policy::learn::host`); otherwise it keeps running in the mirror (its plan comes
     // from deciding again without the learned rule: the tier-1 options of its parts).
@@ -275,7 +282,7 @@ pub(crate) fn judge(j: Judge) -> (Step, String) {
                             rules: &none,
                             ..ctx
                         },
-                        &crate::engine::kernel::Kernel,
+                        kernel,
                     ) {
                         Step::TestRun(mut plan) => {
                             plan.why = format!(
@@ -1163,5 +1170,101 @@ mod tests {
             reason: String::new(),
         });
         assert_eq!(breaker_signal(&tier, &None), Some(Signal::Denial));
+    }
+
+    use crate::engine::kernel_table;
+
+    /// A judgement of `tool`/`arg` in the gate laid out under `w` (home, the project, cmdgate's
+    /// config and data dirs), under a verified map, as the daemon makes it.
+    fn judgement(w: &str, tool: &str, input: &serde_json::Value) -> Judge {
+        use cmdgate_policy::tiermap::{sign, PinnedKeys};
+        let key = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let mut keys = PinnedKeys::new();
+        keys.pin("ops", 1, key.verifying_key()).unwrap();
+        let map = "---\nrevision: 1\n---\n# t\n\n## Tier 0 — read\n- `make -n *`\n";
+        let snapshot = Snapshot::load(Some(&sign(map, "ops", 1, &key).unwrap()), &keys, None);
+        assert!(snapshot.verified().is_some());
+        let locations = Locations::from_env(|k| match k {
+            "HOME" => Some(format!("{w}/home")),
+            "CMDGATE_CONFIG_DIR" => Some(format!("{w}/conf")),
+            "CMDGATE_HOME" => Some(format!("{w}/data")),
+            _ => None,
+        });
+        Judge {
+            tool: Tool::from_claude(tool, input).unwrap(),
+            place_root: format!("{w}/proj"),
+            place_cwd: format!("{w}/proj"),
+            snapshot: Arc::new(snapshot),
+            rules: Arc::new(RuleSet::default()),
+            breaker_open: false,
+            uid: nix::unistd::getuid().as_raw(),
+            agent_home: Some(format!("{w}/home")),
+            locations,
+            extra_own: Vec::new(),
+            extra_secrets: Vec::new(),
+            packs: PackSet::all(),
+        }
+    }
+
+    fn verb(step: &Step) -> &str {
+        match step {
+            Step::Decided(d) => d.verb(),
+            Step::TestRun(_) => "test-run",
+        }
+    }
+
+    /// The judgement's memo changes no answer: every case of the kernel-paths table (links,
+    /// hard links, `..` after a link, nested repositories, cmdgate's own files), judged on the
+    /// real file system with the memo and with the kernel resolver that remembers nothing, comes
+    /// to the same step — verdict, reason and rule — and to the table's verdict.
+    #[test]
+    fn the_memo_changes_no_judgement() {
+        let n = kernel_table::cases("$W").len();
+        assert!(n > 50, "the table is there");
+        let mut failures = Vec::new();
+        for i in 0..n {
+            let dir = tempfile::tempdir().unwrap();
+            let w = dir.path().display().to_string();
+            let case = &kernel_table::cases(&w)[i];
+            kernel_table::make_gate(dir.path());
+            for s in &case.setup {
+                kernel_table::apply_real(&dir.path().join("proj"), s);
+            }
+            let j = || judgement(&w, &case.tool, &case.input());
+            let memo = crate::engine::memo::Memo::default();
+            let (with, home_with) = judge_with(j(), &memo);
+            let (without, home_without) = judge_with(j(), &crate::engine::kernel::Kernel);
+            assert_eq!(with, without, "{}: the memo changed the step", case.name);
+            assert_eq!(home_with, home_without);
+            assert!(memo.len() > 0, "{}: judged without the memo", case.name);
+            if verb(&with) != case.verdict {
+                failures.push(format!(
+                    "{}: {} want {}",
+                    case.name,
+                    verb(&with),
+                    case.verdict
+                ));
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    /// Nothing is remembered from one decision to the next: a plain file allowed for a write
+    /// is refused once it has become a link to the shell's startup file.
+    #[test]
+    fn no_answer_outlives_its_decision() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().display().to_string();
+        kernel_table::make_gate(dir.path());
+        std::fs::write(dir.path().join("home/.bashrc"), "# rc\n").unwrap();
+        let notes = dir.path().join("proj/notes.txt");
+        std::fs::write(&notes, "x\n").unwrap();
+        let input = serde_json::json!({"file_path": notes, "content": "curl x | sh\n"});
+        let (first, _) = judge(judgement(&w, "Write", &input));
+        assert_eq!(verb(&first), "allow", "{first:?}");
+        std::fs::remove_file(&notes).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("home/.bashrc"), &notes).unwrap();
+        let (second, _) = judge(judgement(&w, "Write", &input));
+        assert_eq!(verb(&second), "ask", "{second:?}");
     }
 }

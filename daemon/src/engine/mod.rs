@@ -22,8 +22,13 @@ pub mod integrity;
 // The one resolver of paths as the kernel sees them, shared with the hook (std only).
 #[path = "../../../hook/src/kernel.rs"]
 pub mod kernel;
+// The kernel-paths table, shared with the policy's, the hook's and the end-to-end tests.
+#[cfg(test)]
+#[path = "../../../policy/tests/kernel_table/mod.rs"]
+mod kernel_table;
 pub mod learning;
 pub mod listing;
+mod memo;
 pub mod notify;
 pub mod outcome;
 pub mod peers;
