@@ -64,6 +64,32 @@ fn acceptance(project: &str, key: &str, command: &str, snapshot: &Snapshot) -> s
 
 /// Runs `explain`; returns the process exit code (0 whatever the decision).
 pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
+    let json = args.json;
+    let e = explain(args)?;
+    if json {
+        print_json(&e)
+    } else {
+        print_text(&e)
+    }
+}
+
+/// A command judged as the daemon would judge it now, and what the explanation shows of it.
+struct Explained {
+    command: String,
+    root_s: String,
+    root_source: project::RootSource,
+    snapshot: Snapshot,
+    analysis: Analysis,
+    /// Each simple command: its words, context, wrappers, and whether (and why not) it reads.
+    parts: Vec<serde_json::Value>,
+    step: Step,
+    /// The step as JSON (with the acceptance of a mirror step).
+    outcome: serde_json::Value,
+}
+
+/// The project, its tier map, the policy's step with paths resolved as the daemon would now, and
+/// each part's read verdict; nothing runs.
+fn explain(args: ExplainArgs) -> anyhow::Result<Explained> {
     let command = args.command.join(" ");
     let cwd = match args.cwd {
         Some(c) => c,
@@ -133,12 +159,6 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             .collect(),
         Analysis::Unanalyzable(_) => Vec::new(),
     };
-    let map = match &snapshot {
-        Snapshot::Verified(v) => {
-            json!({"valid": true, "revision": v.revision, "key": v.key, "key_version": v.key_version})
-        }
-        Snapshot::ReadOnly { reason } => json!({"valid": false, "read_only_because": reason}),
-    };
     let outcome = match &step {
         Step::Decided(d) => json!({
             "decision": d.verb(),
@@ -161,19 +181,61 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             "acceptance": acceptance(&root_s, &plan.key, &plan.command, &snapshot),
         }),
     };
-    if args.json {
-        let out = json!({
-            "command": command,
-            "project": root_s,
-            "project_from": root_source,
-            "tier_map": map,
-            "analysis": match &analysis { Analysis::Parsed(_) => json!("parsed"), Analysis::Unanalyzable(u) => json!(u) },
-            "parts": parts,
-            "outcome": outcome,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
-    }
+    Ok(Explained {
+        command,
+        root_s,
+        root_source,
+        snapshot,
+        analysis,
+        parts,
+        step,
+        outcome,
+    })
+}
+
+/// The explanation as one JSON document.
+fn print_json(e: &Explained) -> anyhow::Result<()> {
+    let Explained {
+        command,
+        root_s,
+        root_source,
+        snapshot,
+        analysis,
+        parts,
+        outcome,
+        ..
+    } = e;
+    let map = match snapshot {
+        Snapshot::Verified(v) => {
+            json!({"valid": true, "revision": v.revision, "key": v.key, "key_version": v.key_version})
+        }
+        Snapshot::ReadOnly { reason } => json!({"valid": false, "read_only_because": reason}),
+    };
+    let out = json!({
+        "command": command,
+        "project": root_s,
+        "project_from": root_source,
+        "tier_map": map,
+        "analysis": match analysis { Analysis::Parsed(_) => json!("parsed"), Analysis::Unanalyzable(u) => json!(u) },
+        "parts": parts,
+        "outcome": outcome,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
+
+/// The explanation for a person: the project, the map, each part, the decision.
+fn print_text(e: &Explained) -> anyhow::Result<()> {
+    let Explained {
+        command,
+        root_s,
+        root_source,
+        snapshot,
+        analysis,
+        parts,
+        step,
+        outcome,
+    } = e;
     println!("command   {command}");
     println!(
         "project   {root_s} ({})",
@@ -181,7 +243,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             .as_str()
             .unwrap_or_default()
     );
-    match &snapshot {
+    match snapshot {
         Snapshot::Verified(v) => println!(
             "tier map  CLAUDE_CMDS.md revision {}, signed by {} v{}",
             v.revision, v.key, v.key_version
@@ -190,7 +252,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
             println!("tier map  none valid ⇒ read-only project: {reason}")
         }
     }
-    if let Analysis::Unanalyzable(u) = &analysis {
+    if let Analysis::Unanalyzable(u) = analysis {
         println!("analysis  not analysable: {u:?}");
     }
     for (i, p) in parts.iter().enumerate() {
@@ -212,7 +274,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<()> {
         };
         println!("part {:<3}  {:<40} {verdict}", i + 1, argv.join(" "));
     }
-    match &step {
+    print_step(step, outcome)
+}
+
+/// The decision, or the mirror step with its options and the operator's acceptance.
+fn print_step(step: &Step, outcome: &serde_json::Value) -> anyhow::Result<()> {
+    match step {
         Step::Decided(d) => {
             let e = d.evidence();
             println!(
