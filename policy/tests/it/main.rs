@@ -5,6 +5,7 @@ mod decide_table;
 mod kernel_paths;
 mod read_classification;
 mod read_packs;
+mod secret_index;
 mod secret_table;
 mod shell_analysis;
 mod shell_properties;

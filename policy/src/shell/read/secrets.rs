@@ -47,17 +47,17 @@ impl fmt::Debug for Comp {
     }
 }
 
-/// The components of a pattern, borrowing from the table's text when it is the table's.
-fn comps_of(p: &Comp) -> Vec<Comp> {
-    // Straight from the split: no `components` vector in between (the hook compiles the whole
-    // table on every call).
+/// Appends the components of `p` to `out`, borrowing from the table's text when it is the
+/// table's: one vector for every pattern of a list, not one per pattern (the hook compiles the
+/// whole table on every call).
+fn push_comps(p: &Comp, out: &mut Vec<Comp>) {
     match p {
-        Comp::Table(s) => s.split('/').filter(is_component).map(Comp::Table).collect(),
-        Comp::Shared(s) => s
-            .split('/')
-            .filter(is_component)
-            .map(|c| Comp::Shared(Arc::from(c)))
-            .collect(),
+        Comp::Table(s) => out.extend(s.split('/').filter(is_component).map(Comp::Table)),
+        Comp::Shared(s) => out.extend(
+            s.split('/')
+                .filter(is_component)
+                .map(|c| Comp::Shared(Arc::from(c))),
+        ),
     }
 }
 
@@ -70,19 +70,82 @@ fn lower_of(p: &Comp) -> Comp {
     }
 }
 
+/// `p` without its first `n` bytes, borrowed like the whole.
+fn tail_of(p: &Comp, n: usize) -> Comp {
+    match p {
+        Comp::Table(s) => Comp::Table(&s[n..]),
+        Comp::Shared(s) => Comp::Shared(Arc::from(&s[n..])),
+    }
+}
+
+/// "No anchor" in [`Index`]'s chains.
+const NONE: u32 = u32::MAX;
+/// Buckets of [`Index`] (a power of two).
+const BUCKETS: usize = 64;
+
+/// One anchored pattern: its components below the home directory (or below `/`) as a range of
+/// [`SecretPaths::comps`], and where it is anchored.
+#[derive(Debug, Clone)]
+struct Anchor {
+    start: u32,
+    len: u32,
+    /// The index in [`SecretPaths::homes`] of a `~/…` pattern; `None` for a `/…` pattern.
+    home: Option<u32>,
+}
+
+/// The anchored patterns by the first component of their tail: a path component can only begin
+/// a match of a tail whose first component matches it, and a literal component matches a literal
+/// pattern component only when they are equal. So a lookup gives every anchor whose first
+/// component equals the component, plus `wild`: those whose first component has `*` or `?`, or
+/// that have no component at all. A component that is itself a glob is judged against every
+/// anchor. Chained hash buckets (FNV-1a), built in one pass, no allocation per anchor.
+#[derive(Debug, Clone)]
+struct Index {
+    heads: [u32; BUCKETS],
+    next: Vec<u32>,
+    wild: Vec<u32>,
+}
+
+impl Default for Index {
+    fn default() -> Index {
+        Index {
+            heads: [NONE; BUCKETS],
+            next: Vec::new(),
+            wild: Vec::new(),
+        }
+    }
+}
+
+fn bucket(c: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in c.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h as usize) & (BUCKETS - 1)
+}
+
+fn wild(s: &str) -> bool {
+    s.contains(['*', '?'])
+}
+
 /// A compiled secret list for one home directory.
 #[derive(Debug, Clone)]
 pub struct SecretPaths {
-    /// Anchored patterns as absolute components (`~` already replaced by the home directory).
-    anchored: Vec<Vec<Comp>>,
-    /// The part of each anchored pattern below the home directory (or all of it for `/…`
-    /// patterns): found anywhere inside an argument, it is a secret even when the argument is
-    /// relative to a directory we do not know (`../.ssh/id_rsa`).
-    tails: Vec<Vec<Comp>>,
-    /// Per tail: does it come from a `/…` pattern? Such a tail is only looked for in a relative
-    /// path from an unknown directory, or one that climbs (`../../etc/shadow`); a path known to be
-    /// elsewhere (`/home/me/proj/root`, or `root` in a known cwd) is judged by `anchored` alone.
-    rooted: Vec<bool>,
+    /// The components of every anchored pattern's tail, one after another.
+    comps: Vec<Comp>,
+    /// The home directories' components: the first is the one compiled for, the others come from
+    /// [`SecretPaths::add_home`].
+    homes: Vec<Vec<Comp>>,
+    /// Anchored patterns (`~` stands for each home it was compiled for). The tail of one (the
+    /// part below the home directory, or all of a `/…` pattern), found anywhere inside an
+    /// argument, is a secret even when the argument is relative to a directory we do not know
+    /// (`../.ssh/id_rsa`); a `/…` pattern's tail is only looked for in a relative path from an
+    /// unknown directory, or one that climbs (`../../etc/shadow`): a path known to be elsewhere
+    /// (`/home/me/proj/root`, or `root` in a known cwd) is judged by the anchored pattern alone.
+    anchors: Vec<Anchor>,
+    /// The anchors by the first component of their tail.
+    index: Index,
     /// File-name patterns matched against every component (lower case).
     names: Vec<Comp>,
     /// The same patterns sorted by shape, for the literal case on the hook's fast path.
@@ -90,7 +153,7 @@ pub struct SecretPaths {
 }
 
 /// Name patterns by shape: a literal component is checked with `==`, `ends_with` and
-/// `starts_with` for most of them (one lower-casing per component, no matcher run).
+/// `starts_with` for most of them (no lower-cased copy, no matcher run).
 #[derive(Debug, Clone, Default)]
 struct NameShapes {
     /// No wildcard: the whole name.
@@ -105,7 +168,6 @@ struct NameShapes {
 
 impl NameShapes {
     fn add(&mut self, n: &Comp) {
-        let wild = |s: &str| s.contains(['*', '?']);
         // The part after or before the `*`, borrowed like the whole.
         let part = |start: usize, end: usize| match n {
             Comp::Table(s) => Comp::Table(&s[start..end]),
@@ -122,16 +184,24 @@ impl NameShapes {
         }
     }
 
-    /// Does the literal, lower-cased name `lower` match one of the patterns?
-    fn literal(&self, lower: &str) -> bool {
-        (self.exact.iter().any(|e| &**e == lower)
-            || self.suffix.iter().any(|s| lower.ends_with(&**s))
-            || self.prefix.iter().any(|p| lower.starts_with(&**p))
+    /// Does the literal name `name` match one of the (lower-case) patterns, ignoring ASCII case?
+    fn literal(&self, name: &str) -> bool {
+        let b = name.as_bytes();
+        let ends = |s: &[u8]| b.len() >= s.len() && b[b.len() - s.len()..].eq_ignore_ascii_case(s);
+        let starts = |s: &[u8]| b.len() >= s.len() && b[..s.len()].eq_ignore_ascii_case(s);
+        (self
+            .exact
+            .iter()
+            .any(|e| b.eq_ignore_ascii_case(e.as_bytes()))
+            || self.suffix.iter().any(|s| ends(s.as_bytes()))
+            || self.prefix.iter().any(|p| starts(p.as_bytes()))
             || self
                 .general
                 .iter()
-                .any(|g| literal_matches(lower.as_bytes(), g.as_bytes())))
-            && !NOT_SECRET_NAMES.iter().any(|(n, _)| *n == lower)
+                .any(|g| literal_matches_folded(b, g.as_bytes())))
+            && !NOT_SECRET_NAMES
+                .iter()
+                .any(|(n, _)| b.eq_ignore_ascii_case(n.as_bytes()))
     }
 }
 
@@ -148,31 +218,19 @@ impl SecretPaths {
     /// [`SecretPaths::new`] for patterns that may borrow the built-in table's text.
     pub(crate) fn compile(patterns: &[Comp], home: &str) -> SecretPaths {
         let mut out = SecretPaths {
-            anchored: Vec::new(),
-            tails: Vec::new(),
-            rooted: Vec::new(),
-            names: Vec::new(),
+            comps: Vec::with_capacity(patterns.len() * 2),
+            homes: Vec::new(),
+            anchors: Vec::with_capacity(patterns.len()),
+            index: Index::default(),
+            names: Vec::with_capacity(patterns.len()),
             shapes: NameShapes::default(),
         };
-        let home_comps = comps_of(&Comp::Shared(Arc::from(home)));
+        out.push_home(home);
         for p in patterns {
             if p.starts_with("~/") {
-                let rest = match p {
-                    Comp::Table(s) => Comp::Table(&s[2..]),
-                    Comp::Shared(s) => Comp::Shared(Arc::from(&s[2..])),
-                };
-                let tail = comps_of(&rest);
-                let mut full = Vec::with_capacity(home_comps.len() + tail.len());
-                full.extend(home_comps.iter().cloned());
-                full.extend(tail.iter().cloned());
-                out.anchored.push(full);
-                out.tails.push(tail);
-                out.rooted.push(false);
+                out.push_anchor(&tail_of(p, 2), Some(0));
             } else if p.starts_with('/') {
-                let full = comps_of(p);
-                out.tails.push(full.clone());
-                out.rooted.push(true);
-                out.anchored.push(full);
+                out.push_anchor(p, None);
             } else if !p.is_empty() {
                 let lower = lower_of(p);
                 out.shapes.add(&lower);
@@ -182,53 +240,87 @@ impl SecretPaths {
         out
     }
 
+    fn push_home(&mut self, home: &str) {
+        let mut comps = Vec::new();
+        push_comps(&Comp::Shared(Arc::from(home)), &mut comps);
+        self.homes.push(comps);
+    }
+
+    /// Adds the anchored pattern whose tail is `tail` (components after `~/`, or all of a `/…`
+    /// pattern), at home `home` (`None`: at `/`).
+    fn push_anchor(&mut self, tail: &Comp, home: Option<usize>) {
+        let start = self.comps.len();
+        push_comps(tail, &mut self.comps);
+        let len = self.comps.len() - start;
+        let at = self.anchors.len() as u32;
+        self.anchors.push(Anchor {
+            start: start as u32,
+            len: len as u32,
+            home: home.map(|h| h as u32),
+        });
+        match self.comps.get(start).filter(|_| len > 0) {
+            Some(first) if !wild(first) => {
+                let b = bucket(first);
+                self.index.next.push(self.index.heads[b]);
+                self.index.heads[b] = at;
+            }
+            _ => {
+                self.index.next.push(NONE);
+                self.index.wild.push(at);
+            }
+        }
+    }
+
     /// Also anchors the `~/` patterns of `patterns` at a second home `home` (the password
     /// database's, when the agent's `$HOME` says another): a secret under either home is one.
     pub fn add_home<S: AsRef<str>>(&mut self, patterns: &[S], home: &str) {
-        let home_comps = comps_of(&Comp::Shared(Arc::from(home)));
+        self.push_home(home);
+        let at = self.homes.len() - 1;
         for p in patterns {
             if let Some(rest) = p.as_ref().strip_prefix("~/") {
-                let tail = comps_of(&Comp::Shared(Arc::from(rest)));
-                let mut full = Vec::with_capacity(home_comps.len() + tail.len());
-                full.extend(home_comps.iter().cloned());
-                full.extend(tail.iter().cloned());
-                self.anchored.push(full);
-                self.tails.push(tail);
-                self.rooted.push(false);
+                self.push_anchor(&Comp::Shared(Arc::from(rest)), Some(at));
             }
         }
+    }
+
+    fn tail(&self, a: &Anchor) -> &[Comp] {
+        &self.comps[a.start as usize..(a.start + a.len) as usize]
+    }
+
+    /// Is `f` true for an anchor whose tail may begin with the path component `c` (every anchor
+    /// when `c` is a glob part, with `glob`)? Only these can match with their first component at
+    /// `c`, or have no component ([`Index`]).
+    fn any_anchor_at(&self, c: &str, glob: bool, mut f: impl FnMut(&Anchor) -> bool) -> bool {
+        if glob && wild(c) {
+            return self.anchors.iter().any(f);
+        }
+        let mut i = self.index.heads[bucket(c)];
+        while i != NONE {
+            let a = &self.anchors[i as usize];
+            if *self.comps[a.start as usize] == *c && f(a) {
+                return true;
+            }
+            i = self.index.next[i as usize];
+        }
+        self.index
+            .wild
+            .iter()
+            .any(|&i| f(&self.anchors[i as usize]))
     }
 
     /// Does `path` (a file name, `~` already expanded, relative to each of `cwds`, or to an unknown
     /// directory when `cwds` is empty) name a secret? With `glob`, `*` and `?` in `path` are
     /// wildcards and the question is whether any file it matches could be a secret.
     pub fn matches(&self, path: &str, cwds: &[String], glob: bool) -> bool {
-        let may_match = |a: &str, b: &str| may_match(a, b, glob);
-        let prefix_matches = |path: &[&str], pattern: &[Comp]| {
-            path.len() >= pattern.len() && pattern.iter().zip(path).all(|(p, c)| may_match(c, p))
-        };
-        let contains_run = |path: &[&str], run: &[Comp]| {
-            !run.is_empty()
-                && path
-                    .windows(run.len())
-                    .any(|w| w.iter().zip(run).all(|(c, p)| may_match(c, p)))
-        };
-        let named = |comps: &[&str]| comps.iter().any(|c| self.name_matches(c, glob));
         let own = components(path);
         // A relative path that climbs (`../../etc/shadow`) may be meant from anywhere.
         let unknown_base = !path.starts_with('/') && (cwds.is_empty() || own.contains(&".."));
-        if named(&own)
-            || self
-                .tails
-                .iter()
-                .zip(&self.rooted)
-                .any(|(t, rooted)| (!rooted || unknown_base) && contains_run(&own, t))
-        {
+        if self.named(&own, glob) || self.holds_tail(&own, unknown_base, glob) {
             return true;
         }
         let check = |abs: Vec<&str>| {
             let abs = normalize(abs);
-            self.anchored.iter().any(|a| prefix_matches(&abs, a)) || named(&abs)
+            self.anchored_prefix(&abs, glob) || self.named(&abs, glob)
         };
         if path.starts_with('/') {
             return check(own);
@@ -239,6 +331,54 @@ impl SecretPaths {
             check(abs)
         })
     }
+
+    /// Does a component of `comps` match a name pattern?
+    fn named(&self, comps: &[&str], glob: bool) -> bool {
+        comps.iter().any(|c| self.name_matches(c, glob))
+    }
+
+    /// Does the tail of an anchored pattern (of a `/…` pattern only when `rooted_too`) run
+    /// somewhere inside `path`?
+    fn holds_tail(&self, path: &[&str], rooted_too: bool, glob: bool) -> bool {
+        (0..path.len()).any(|i| {
+            self.any_anchor_at(path[i], glob, |a| {
+                let t = self.tail(a);
+                (a.home.is_some() || rooted_too)
+                    && !t.is_empty()
+                    && path.len() - i >= t.len()
+                    && t.iter().zip(&path[i..]).all(|(p, c)| may_match(c, p, glob))
+            })
+        })
+    }
+
+    /// Does the absolute, normalised `abs` start with an anchored pattern (is it one, or inside
+    /// one)?
+    fn anchored_prefix(&self, abs: &[&str], glob: bool) -> bool {
+        let below = |at: usize, home: Option<u32>| {
+            let rest = &abs[at..];
+            let fits = |a: &Anchor| {
+                let t = self.tail(a);
+                a.home == home
+                    && rest.len() >= t.len()
+                    && t.iter().zip(rest).all(|(p, c)| may_match(c, p, glob))
+            };
+            match rest.first() {
+                Some(c) => self.any_anchor_at(c, glob, fits),
+                // Only an anchor without components can fit nothing.
+                None => self
+                    .index
+                    .wild
+                    .iter()
+                    .any(|&i| fits(&self.anchors[i as usize])),
+            }
+        };
+        below(0, None)
+            || self.homes.iter().enumerate().any(|(h, home)| {
+                abs.len() >= home.len()
+                    && home.iter().zip(abs).all(|(p, c)| may_match(c, p, glob))
+                    && below(home.len(), Some(h as u32))
+            })
+    }
 }
 
 impl SecretPaths {
@@ -247,11 +387,23 @@ impl SecretPaths {
     /// `/home`, `~`, `~/.config`)? Lexical: `..` is resolved, symlinks are not seen.
     pub fn tree_holds_anchored(&self, root: &str, glob: bool) -> bool {
         let comps = normalized(root);
-        self.anchored.iter().any(|a| {
-            a.iter()
-                .zip(&comps)
-                .all(|(pattern, c)| may_match(c, pattern, glob))
-        })
+        // Where the pattern and the path both have components, they agree.
+        let agrees = |pattern: &[Comp], path: &[&str]| {
+            pattern.iter().zip(path).all(|(p, c)| may_match(c, p, glob))
+        };
+        let below = |at: usize, home: Option<u32>| match comps.get(at) {
+            Some(c) => self.any_anchor_at(c, glob, |a| {
+                a.home == home && agrees(self.tail(a), &comps[at..])
+            }),
+            // `root` ends at or above where the anchors of `home` begin: it holds every one.
+            None => self.anchors.iter().any(|a| a.home == home),
+        };
+        below(0, None)
+            || self
+                .homes
+                .iter()
+                .enumerate()
+                .any(|(h, home)| agrees(home, &comps) && below(home.len(), Some(h as u32)))
     }
 
     /// Could a file picked by the include filter `filter` (a `grep --include`, `rg --glob` or
@@ -317,11 +469,11 @@ impl SecretPaths {
     /// Does the path component `c` (with `glob`: a glob part) match a name pattern? Case is
     /// ignored; a literal template name (`.env.example`) does not.
     fn name_matches(&self, c: &str, glob: bool) -> bool {
-        let lower = c.to_ascii_lowercase();
-        if glob && lower.contains(['*', '?']) {
+        if glob && wild(c) {
+            let lower = c.to_ascii_lowercase();
             return self.names.iter().any(|n| may_match(&lower, n, true));
         }
-        self.shapes.literal(&lower)
+        self.shapes.literal(c)
     }
 
     /// The rest of every anchored secret path whose tail starts with the entry `name`: `[]` for
@@ -329,12 +481,11 @@ impl SecretPaths {
     pub fn tails_after<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s [Comp]> + 's {
         // `/…` tails name one place, not a name found anywhere: the listed directory is not `/`
         // (rule 1 refuses a search of any place above an anchored secret).
-        self.tails
+        self.anchors
             .iter()
-            .zip(&self.rooted)
-            .filter(|(_, rooted)| !**rooted)
-            .filter_map(move |(t, _)| {
-                let (first, rest) = t.split_first()?;
+            .filter(|a| a.home.is_some())
+            .filter_map(move |a| {
+                let (first, rest) = self.tail(a).split_first()?;
                 (may_match(name, first, false)
                     || may_match(
                         &name.to_ascii_lowercase(),
@@ -464,6 +615,29 @@ fn may_match_with(a: &str, b: &str, a_glob: bool, dot_rule: bool) -> bool {
         }
     }
     dp[0]
+}
+
+/// [`literal_matches`] ignoring the ASCII case of `a` (`b`, a name pattern, is in lower case).
+fn literal_matches_folded(a: &[u8], b: &[u8]) -> bool {
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while i < a.len() {
+        let c = a[i].to_ascii_lowercase();
+        if j < b.len() && (b[j] == b'?' || b[j] == c) && b[j] != b'*' {
+            i += 1;
+            j += 1;
+        } else if j < b.len() && b[j] == b'*' {
+            star = Some((j, i));
+            j += 1;
+        } else if let Some((sj, si)) = star {
+            j = sj + 1;
+            i = si + 1;
+            star = Some((sj, si + 1));
+        } else {
+            return false;
+        }
+    }
+    b[j..].iter().all(|&c| c == b'*')
 }
 
 /// Does the literal name `a` match the pattern `b` (`*`, `?`)? Greedy with one backtrack point,
