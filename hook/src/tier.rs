@@ -55,14 +55,18 @@ impl Seen {
     }
 }
 
-/// Reads at most `max` bytes of `path` as UTF-8; `Ok(None)` when it does not exist.
-fn read_small(path: &Path, max: usize) -> io::Result<Option<String>> {
+/// Reads at most `max` bytes of `path` as UTF-8; `Ok(None)` when it does not exist. `size`, the
+/// size `lstat` saw if the caller asked, sizes the buffer: one `read` and the one that finds the
+/// end, instead of a read per doubling (ten for the starter map). Only a hint: a file that grew
+/// since is still read to its end, within `max`.
+fn read_small(path: &Path, max: usize, size: Option<u64>) -> io::Result<Option<String>> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let mut buf = Vec::new();
+    let hint = size.map_or(0, |s| usize::try_from(s).unwrap_or(max).min(max) + 1);
+    let mut buf = Vec::with_capacity(hint);
     file.take(max as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > max {
         return Err(io::Error::other(format!("larger than {max} bytes")));
@@ -81,16 +85,17 @@ pub fn read(keys_path: Option<&Path>, project_dir: &Path) -> Seen {
     let map_path = project_dir.join(tiermap::FILE_NAME);
     // The map is the file at the project root itself: a link (written through, or pointing at a
     // map kept elsewhere) or a file with other names is not it.
-    match std::fs::symlink_metadata(&map_path) {
+    let size = match std::fs::symlink_metadata(&map_path) {
         Ok(m) if m.file_type().is_symlink() => {
             return Seen::Absent(format!("{} is a symbolic link", map_path.display()))
         }
         Ok(m) if std::os::unix::fs::MetadataExt::nlink(&m) > 1 => {
             return Seen::Absent(format!("{} has other hard links", map_path.display()))
         }
-        _ => {}
-    }
-    match read_small(&map_path, MAX_MAP_BYTES) {
+        Ok(m) => Some(m.len()),
+        Err(_) => None,
+    };
+    match read_small(&map_path, MAX_MAP_BYTES, size) {
         Ok(Some(t)) => Seen::Found(t),
         Ok(None) => Seen::Absent(format!("no {}", map_path.display())),
         Err(e) => Seen::Absent(format!("{}: {e}", map_path.display())),
@@ -116,7 +121,7 @@ pub fn verify(keys_path: Option<&Path>, project_dir: &Path, seen: Seen) -> MapSt
     let Some(keys_path) = keys_path else {
         return MapState::Absent("no pinned-keys location".into());
     };
-    let keys_text = match read_small(keys_path, MAX_KEYS_BYTES) {
+    let keys_text = match read_small(keys_path, MAX_KEYS_BYTES, None) {
         Ok(Some(t)) => t,
         Ok(None) => return MapState::Absent(format!("no pinned keys at {}", keys_path.display())),
         Err(e) => return MapState::Absent(format!("pinned keys {}: {e}", keys_path.display())),
