@@ -99,21 +99,11 @@ struct Anchor {
 /// component equals the component, plus `wild`: those whose first component has `*` or `?`, or
 /// that have no component at all. A component that is itself a glob is judged against every
 /// anchor. Chained hash buckets (FNV-1a), built in one pass, no allocation per anchor.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 struct Index {
-    heads: [u32; BUCKETS],
-    next: Vec<u32>,
+    /// Anchors in the bucket of their first component.
+    at: Chains,
     wild: Vec<u32>,
-}
-
-impl Default for Index {
-    fn default() -> Index {
-        Index {
-            heads: [NONE; BUCKETS],
-            next: Vec::new(),
-            wild: Vec::new(),
-        }
-    }
 }
 
 fn bucket(c: &str) -> usize {
@@ -123,6 +113,59 @@ fn bucket(c: &str) -> usize {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     (h as usize) & (BUCKETS - 1)
+}
+
+/// [`bucket`] of `c` in ASCII lower case.
+fn bucket_folded(c: &[u8]) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in c {
+        h ^= u64::from(b.to_ascii_lowercase());
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h as usize) & (BUCKETS - 1)
+}
+
+/// Items of a list chained by bucket: `heads[b]` is the last item put in bucket `b`, `next[i]`
+/// the one before item `i` in its bucket.
+#[derive(Debug, Clone)]
+struct Chains {
+    heads: [u32; BUCKETS],
+    next: Vec<u32>,
+}
+
+impl Default for Chains {
+    fn default() -> Chains {
+        Chains {
+            heads: [NONE; BUCKETS],
+            next: Vec::new(),
+        }
+    }
+}
+
+impl Chains {
+    /// Puts the next item (index `next.len()`) in bucket `b`.
+    fn push(&mut self, b: usize) {
+        let i = self.next.len() as u32;
+        self.next.push(self.heads[b]);
+        self.heads[b] = i;
+    }
+
+    /// Gives the next item no bucket.
+    fn skip(&mut self) {
+        self.next.push(NONE);
+    }
+
+    /// The items of bucket `b`.
+    fn of(&self, b: usize) -> impl Iterator<Item = usize> + '_ {
+        let mut i = self.heads[b];
+        std::iter::from_fn(move || {
+            let at = i;
+            (at != NONE).then(|| {
+                i = self.next[at as usize];
+                at as usize
+            })
+        })
+    }
 }
 
 fn wild(s: &str) -> bool {
@@ -153,17 +196,28 @@ pub struct SecretPaths {
 }
 
 /// Name patterns by shape: a literal component is checked with `==`, `ends_with` and
-/// `starts_with` for most of them (no lower-cased copy, no matcher run).
+/// `starts_with` for most of them (no lower-cased copy, no matcher run), each against only the
+/// patterns it could meet: whole names in the bucket of its hash, suffixes in the bucket of its
+/// last byte, prefixes in that of its first (ASCII case folded).
 #[derive(Debug, Clone, Default)]
 struct NameShapes {
     /// No wildcard: the whole name.
     exact: Vec<Comp>,
+    exact_at: Chains,
     /// `*` then literal text (`*.pem`): the literal suffix.
     suffix: Vec<Comp>,
+    suffix_at: Chains,
     /// Literal text then `*` (`.env.*`): the literal prefix.
     prefix: Vec<Comp>,
-    /// Anything else (`client_secret*.json`, `?`).
+    prefix_at: Chains,
+    /// Anything else (`client_secret*.json`, `?`), and an empty suffix (`*`), tried for every
+    /// name.
     general: Vec<Comp>,
+}
+
+/// The bucket of a name's (or pattern's) last or first byte, folded; `None` for an empty one.
+fn byte_bucket(b: Option<&u8>) -> Option<usize> {
+    b.map(|b| usize::from(b.to_ascii_lowercase()) & (BUCKETS - 1))
 }
 
 impl NameShapes {
@@ -174,10 +228,21 @@ impl NameShapes {
             Comp::Shared(s) => Comp::Shared(Arc::from(&s[start..end])),
         };
         if !wild(n) {
+            self.exact_at.push(bucket_folded(n.as_bytes()));
             self.exact.push(n.clone());
-        } else if n.strip_prefix('*').is_some_and(|r| !wild(r)) {
+        } else if let Some(b) = n
+            .strip_prefix('*')
+            .filter(|r| !wild(r))
+            .and_then(|r| byte_bucket(r.as_bytes().last()))
+        {
+            self.suffix_at.push(b);
             self.suffix.push(part(1, n.len()));
-        } else if n.strip_suffix('*').is_some_and(|r| !wild(r)) {
+        } else if let Some(b) = n
+            .strip_suffix('*')
+            .filter(|r| !wild(r))
+            .and_then(|r| byte_bucket(r.as_bytes().first()))
+        {
+            self.prefix_at.push(b);
             self.prefix.push(part(0, n.len() - 1));
         } else {
             self.general.push(n.clone());
@@ -189,12 +254,28 @@ impl NameShapes {
         let b = name.as_bytes();
         let ends = |s: &[u8]| b.len() >= s.len() && b[b.len() - s.len()..].eq_ignore_ascii_case(s);
         let starts = |s: &[u8]| b.len() >= s.len() && b[..s.len()].eq_ignore_ascii_case(s);
-        (self
-            .exact
-            .iter()
-            .any(|e| b.eq_ignore_ascii_case(e.as_bytes()))
-            || self.suffix.iter().any(|s| ends(s.as_bytes()))
-            || self.prefix.iter().any(|p| starts(p.as_bytes()))
+        let exact = || {
+            self.exact_at
+                .of(bucket_folded(b))
+                .any(|i| b.eq_ignore_ascii_case(self.exact[i].as_bytes()))
+        };
+        let suffix = || {
+            byte_bucket(b.last()).is_some_and(|at| {
+                self.suffix_at
+                    .of(at)
+                    .any(|i| ends(self.suffix[i].as_bytes()))
+            })
+        };
+        let prefix = || {
+            byte_bucket(b.first()).is_some_and(|at| {
+                self.prefix_at
+                    .of(at)
+                    .any(|i| starts(self.prefix[i].as_bytes()))
+            })
+        };
+        (exact()
+            || suffix()
+            || prefix()
             || self
                 .general
                 .iter()
@@ -259,13 +340,9 @@ impl SecretPaths {
             home: home.map(|h| h as u32),
         });
         match self.comps.get(start).filter(|_| len > 0) {
-            Some(first) if !wild(first) => {
-                let b = bucket(first);
-                self.index.next.push(self.index.heads[b]);
-                self.index.heads[b] = at;
-            }
+            Some(first) if !wild(first) => self.index.at.push(bucket(first)),
             _ => {
-                self.index.next.push(NONE);
+                self.index.at.skip();
                 self.index.wild.push(at);
             }
         }
@@ -294,13 +371,13 @@ impl SecretPaths {
         if glob && wild(c) {
             return self.anchors.iter().any(f);
         }
-        let mut i = self.index.heads[bucket(c)];
-        while i != NONE {
-            let a = &self.anchors[i as usize];
-            if *self.comps[a.start as usize] == *c && f(a) {
-                return true;
-            }
-            i = self.index.next[i as usize];
+        if self
+            .index
+            .at
+            .of(bucket(c))
+            .any(|i| *self.comps[self.anchors[i].start as usize] == *c && f(&self.anchors[i]))
+        {
+            return true;
         }
         self.index
             .wild
