@@ -40,12 +40,8 @@ pub fn resolve_with(
     }
     // The components still to walk, last first: borrowed from `path`, owned from link targets
     // (this runs for every component of every path, ~100 a call: no copy of the common case).
-    let mut todo: Vec<Cow<'_, str>> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .rev()
-        .map(Cow::Borrowed)
-        .collect();
+    let mut todo: Vec<Cow<'_, str>> = Vec::with_capacity(16);
+    push_components(path, &mut todo);
     // The resolved prefix, always real (no links in it); "" is the root. A candidate is this
     // prefix with one more component, built in place and cut back when it is a link.
     let mut cur = String::with_capacity(path.len());
@@ -126,6 +122,23 @@ pub fn resolve_with(
     }
 }
 
+/// Pushes the non-empty components of `path`, last first (what a split on `/`, reversed, gives;
+/// one pass over the bytes: this runs for every path of every call).
+fn push_components<'p>(path: &'p str, todo: &mut Vec<Cow<'p, str>>) {
+    let mut end = path.len();
+    for (i, b) in path.bytes().enumerate().rev() {
+        if b == b'/' {
+            if i + 1 < end {
+                todo.push(Cow::Borrowed(&path[i + 1..end]));
+            }
+            end = i;
+        }
+    }
+    if end > 0 {
+        todo.push(Cow::Borrowed(&path[..end]));
+    }
+}
+
 /// `/proc/<pid>/cwd`, `exe`, `fd/*`, `map_files/*`: "links" the kernel resolves per process, so
 /// what the hook or the daemon sees is not what the agent's process would (`/proc/<pid>/root` is
 /// followed: it reads as `/` for every process outside a chroot).
@@ -181,6 +194,16 @@ mod tests {
             Resolution::Unknown { .. }
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn components_as_the_split_gives_them() {
+        for p in ["/", "//a//b/", "/a/b/c", "a/b", "", "/é/x", "a", "/..//./x"] {
+            let mut got = Vec::new();
+            push_components(p, &mut got);
+            let want: Vec<&str> = p.split('/').filter(|s| !s.is_empty()).rev().collect();
+            assert_eq!(got, want, "{p}");
+        }
     }
 
     fn real_of(p: &str) -> String {
