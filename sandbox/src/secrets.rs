@@ -40,18 +40,10 @@ pub fn secret_masks(
         .chain(extra.iter().map(String::as_str));
     let mut names: Vec<&str> = Vec::new();
     for pattern in patterns {
-        let anchored = if let Some(rest) = pattern.strip_prefix("~/") {
-            home_str
-                .as_ref()
-                .map(|h| format!("{}/{rest}", h.trim_end_matches('/')))
-        } else if pattern.starts_with('/') {
-            Some(pattern.to_owned())
-        } else {
+        if !(pattern.starts_with("~/") || pattern.starts_with('/')) {
             names.push(pattern);
-            None
-        };
-        if let Some(abs) = anchored {
-            expand(Path::new(&abs), &mut candidates)?;
+        } else if let Some(abs) = anchored(pattern, home_str.as_deref()) {
+            expand(&abs, &mut candidates)?;
         }
     }
     // Secret file names directly in the home directory (`~/.netrc`, `~/.pypirc`).
@@ -97,7 +89,6 @@ pub fn secret_masks(
         roots.push((canonical_or_same(home)?, home.to_path_buf()));
     }
     let mut out: Vec<PathBuf> = Vec::new();
-    let pseudo = |p: &Path| ["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d));
     for c in candidates {
         // Before resolving: `/proc/<pid>/cwd` resolves to a process's working directory.
         if pseudo(&c) {
@@ -125,6 +116,24 @@ pub fn secret_masks(
     }
     out.sort();
     Ok(out)
+}
+
+/// Under the kernel's own trees: the mirror mounts its own `/proc` (of the run's pid namespace),
+/// `/sys` and `/dev`, so no host path there is ever masked.
+fn pseudo(p: &Path) -> bool {
+    ["/proc", "/sys", "/dev"].iter().any(|d| p.starts_with(d))
+}
+
+/// The absolute path an anchored pattern (`~/…` or `/…`) names, `None` without a home for a `~/`
+/// pattern, and `None` under `/proc`, `/sys`, `/dev`: what it would match is never masked
+/// ([`pseudo`]), and expanding `/proc/*/task/*/environ` on the host listed every process and
+/// thread of the machine at each run (about 800 `statx` and 170 directory listings here).
+fn anchored(pattern: &str, home: Option<&str>) -> Option<PathBuf> {
+    let abs = match pattern.strip_prefix("~/") {
+        Some(rest) => PathBuf::from(format!("{}/{rest}", home?.trim_end_matches('/'))),
+        None => PathBuf::from(pattern),
+    };
+    (!pseudo(&abs)).then_some(abs)
 }
 
 fn canonical_or_same(p: &Path) -> io::Result<PathBuf> {
@@ -210,6 +219,32 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn patterns_under_the_kernels_trees_are_not_expanded() {
+        for p in [
+            "/proc/*/environ",
+            "/proc/*/task/*/environ",
+            "/proc/*/mem",
+            "/sys/x",
+            "/dev/x",
+        ] {
+            assert_eq!(anchored(p, Some("/home/a")), None, "{p}");
+        }
+        assert!(
+            SECRET_PATTERNS.iter().any(|p| p.starts_with("/proc/")),
+            "the table names /proc paths (the case this skips)"
+        );
+        assert_eq!(
+            anchored("~/.ssh", Some("/home/a/")),
+            Some(PathBuf::from("/home/a/.ssh"))
+        );
+        assert_eq!(anchored("~/.ssh", None), None);
+        assert_eq!(
+            anchored("/etc/shadow", None),
+            Some(PathBuf::from("/etc/shadow"))
+        );
+    }
 
     #[test]
     fn wildcard_matches_one_component() {
