@@ -2,7 +2,8 @@
 //! supervisor's notifications, reaps orphans, and reports what was left running.
 //!
 //! Runs in the helper's forked child, so it is single-threaded; when it exits, the kernel kills
-//! every other process of the run's pid namespace and the mount namespace (mirror) goes with it.
+//! every other process of the run's pid namespace. The mount namespace (mirror) and the
+//! fanotify group go when the helper lets go of them, after its answer (`helper::Held`).
 
 use crate::config::RunAs;
 use crate::confine;
@@ -12,7 +13,7 @@ use crate::setup::{enter_mirror, MountPlan};
 use crate::syscall::RealSyscall;
 use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -43,6 +44,9 @@ pub struct InitArgs<'a> {
     /// The detached copy of the host's mount tree the mirror's root is made of
     /// ([`crate::syscall::clone_tree`]).
     pub host_root: OwnedFd,
+    /// The helper's socket for what must outlive pid 1 (`helper::Held`): the mirror's mount
+    /// namespace and the fanotify group, so that pid 1's exit does not wait for their teardown.
+    pub hand_off: Option<OwnedFd>,
     /// Write end of the report pipe (InitMessage lines).
     pub report: OwnedFd,
     /// Write ends for the command's stdout and stderr.
@@ -82,6 +86,20 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         .map(|m| (m.path.as_path(), m.dir))
         .collect();
     let watch = crate::maskwatch::MaskWatch::new(&masks);
+    // The helper holds the mirror's mount namespace and the group from here on, unread, until
+    // after its answer (`helper::Held`): their teardown is off the run's path. Best effort: a
+    // failure only leaves it on the path. Both fds close before the command exists.
+    if let Some(hand_off) = args.hand_off {
+        let ns = std::fs::File::open("/proc/self/ns/mnt").ok();
+        let fds: Vec<RawFd> = ns
+            .iter()
+            .map(AsRawFd::as_raw_fd)
+            .chain(watch.iter().map(|w| w.as_fd().as_raw_fd()))
+            .collect();
+        if !fds.is_empty() {
+            let _ = send_fds(&hand_off, &fds);
+        }
+    }
     // Network by domain: the proxy's listener, made here in the mirror's own network namespace
     // (before the command exists) and sent to the caller; our copy is closed right after.
     let mut proxy_port = None;

@@ -33,6 +33,13 @@ pub struct MaskWatch {
     fd: OwnedFd,
 }
 
+impl std::os::fd::AsFd for MaskWatch {
+    /// The group's fd (pid 1 hands a reference to the helper, `helper::Held`).
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl MaskWatch {
     /// Marks the mount of each path in `masks` (paths as the mirror shows them: after the pivot,
     /// the masked host paths themselves). `None` when there are none or fanotify is unavailable

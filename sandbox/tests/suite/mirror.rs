@@ -419,3 +419,61 @@ fn a_warm_helper_runs_with_the_mounts_and_secrets_of_its_run_not_of_its_preparat
     run.wait().expect("wait").kept.discard().expect("discard");
     fin.kept.discard().expect("discard");
 }
+
+/// Whether any host process has `marker` in its command line.
+fn process_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
+                .unwrap_or(false)
+        })
+}
+
+/// Pid 1 hands the mirror's mount namespace and its fanotify group to the helper, which holds
+/// them until after its answer (their teardown is off the run's path): the run still ends only
+/// when every process of it is gone, so a background writer cannot change the kept upper dir
+/// after the effects were read; it is reported, and masked opens still are.
+#[test]
+fn a_background_writer_is_gone_when_the_run_ends_and_the_upper_dir_stays_as_judged() {
+    let env = Env::new();
+    std::fs::create_dir_all(env.home.join(".ssh")).expect("mkdir");
+    std::fs::write(env.home.join(".ssh/id_rsa"), "KEY").expect("key");
+    let cmd = command(
+        &env,
+        "cat ~/.ssh/id_rsa; \
+         setsid sh -c 'trap \"\" TERM HUP; while :; do echo bg-writer-6133 >> bg.log; done' & \
+         while [ ! -s bg.log ]; do :; done; echo started",
+    );
+    let (out, _, fin) = mirrored(&env, &cmd);
+    assert_eq!(out, "started\n");
+    assert!(
+        !process_with("bg-writer-6133"),
+        "the background writer survived the run"
+    );
+    assert!(
+        fin.run.effects.iter().any(|e| matches!(e,
+            Effect::BackgroundProcess { command, .. } if command.contains("bg-writer-6133"))),
+        "{:?}",
+        fin.run.effects
+    );
+    assert!(
+        fin.run.effects.iter().any(|e| matches!(e,
+            Effect::MaskedOpen { path } if path.ends_with(".ssh/id_rsa"))),
+        "{:?}",
+        fin.run.effects
+    );
+    let log = fin.kept.upper().join("bg.log");
+    let judged = std::fs::read(&log).expect("bg.log kept");
+    assert!(!judged.is_empty());
+    assert!(!process_with("bg-writer-6133"));
+    assert_eq!(std::fs::read(&log).expect("bg.log kept"), judged);
+    fin.kept.discard().expect("discard");
+}
