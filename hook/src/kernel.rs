@@ -34,17 +34,43 @@ pub fn resolve_with(
     path: &str,
     lstat: &dyn Fn(&str) -> std::io::Result<std::fs::Metadata>,
 ) -> Resolution {
-    let unknown = |why: String| Resolution::Unknown { why };
     if !path.starts_with('/') {
-        return unknown(format!("{path:?} is not absolute"));
+        return Resolution::Unknown {
+            why: format!("{path:?} is not absolute"),
+        };
     }
     // The components still to walk, last first: borrowed from `path`, owned from link targets
     // (this runs for every component of every path, ~100 a call: no copy of the common case).
     let mut todo: Vec<Cow<'_, str>> = Vec::with_capacity(16);
     push_components(path, &mut todo);
-    // The resolved prefix, always real (no links in it); "" is the root. A candidate is this
-    // prefix with one more component, built in place and cut back when it is a link.
-    let mut cur = String::with_capacity(path.len());
+    walk(String::with_capacity(path.len()), todo, lstat)
+}
+
+/// [`resolve_with`] of `dir/name`, for a `dir` an earlier walk with the same `lstat` reached as
+/// its resolved prefix (absolute, not `/`, no link in any component, a directory) and a `name`
+/// that is one component (not empty, `.` or `..`). The walk of `dir` gives `dir` back, link-free
+/// component after component, so the walk of `dir/name` starts there: the same answer, without
+/// asking about every prefix again (the hook resolves its own files and every word of a command
+/// below a handful of directories).
+pub fn resolve_below(
+    dir: &str,
+    name: &str,
+    lstat: &dyn Fn(&str) -> std::io::Result<std::fs::Metadata>,
+) -> Resolution {
+    let mut cur = String::with_capacity(dir.len() + 1 + name.len());
+    cur.push_str(dir);
+    walk(cur, vec![Cow::Borrowed(name)], lstat)
+}
+
+/// Walks `todo` (components, last first) from the resolved prefix `cur` ("" is the root).
+fn walk<'p>(
+    mut cur: String,
+    mut todo: Vec<Cow<'p, str>>,
+    lstat: &dyn Fn(&str) -> std::io::Result<std::fs::Metadata>,
+) -> Resolution {
+    let unknown = |why: String| Resolution::Unknown { why };
+    // `cur` is always real (no links in it). A candidate is this prefix with one more
+    // component, built in place and cut back when it is a link.
     let mut hops = 0;
     while let Some(part) = todo.pop() {
         match &*part {

@@ -82,6 +82,19 @@ impl Memo {
 
 impl PathResolver for Memo {
     fn resolve(&self, path: &str) -> Resolution {
+        // A path one plain component below a directory a walk of this call already reached
+        // starts from there (`kernel::resolve_below`): a key whose answer is a directory (`lstat`,
+        // so not a link) was the resolved prefix of a walk, which holds no link and no `.`, `..`
+        // or empty component.
+        if let Some((dir, name)) = path.rsplit_once('/') {
+            let plain = !matches!(name, "" | "." | "..");
+            let walked_dir = plain
+                && !dir.is_empty()
+                && matches!(self.seen.borrow().get(dir), Some(Kept::Meta(m)) if m.is_dir());
+            if walked_dir {
+                return crate::kernel::resolve_below(dir, name, &|p| self.lstat(p));
+            }
+        }
         crate::kernel::resolve_with(path, &|p| self.lstat(p))
     }
 }
@@ -100,6 +113,8 @@ mod tests {
         std::fs::write(dir.path().join("a/f"), "x").unwrap();
         std::os::unix::fs::symlink(dir.path().join("a/b"), dir.path().join("l")).unwrap();
         std::os::unix::fs::symlink("loop", dir.path().join("loop")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a/f"), dir.path().join("lf")).unwrap();
+        std::os::unix::fs::symlink("../lf", dir.path().join("a/lf")).unwrap();
         let memo = Memo::default();
         // An error other than "not found" (kept by its number, rebuilt on the second ask).
         let long = format!("a/{}", "x".repeat(300));
@@ -118,6 +133,17 @@ mod tests {
                 "a/f/x",
                 "missing/y",
                 ".",
+                // Below directories walked before: a link, a link to a file, missing, a file.
+                "l",
+                "lf",
+                "a/lf",
+                "a/none",
+                "a/b",
+                "a/b/.",
+                "a/b/..",
+                "a/b/",
+                "a/b/../../lf",
+                "loop/x",
             ] {
                 let p = format!("{d}/{p}");
                 assert_eq!(

@@ -12,8 +12,8 @@
 //! the answer anyway. Errors are kept by their OS error number and rebuilt as the same
 //! `io::Error`, so an unresolvable path stays unresolvable (never an allow).
 //!
-//! The hook has the same memo (`hook/src/memo.rs`, FNV-hashed: one process per call, the agent
-//! can only slow itself). The daemon keeps std's keyed hasher: the keys are the agent's paths and
+//! The hook has the same memo (`hook/src/memo.rs`, with an unkeyed hash: one process per call,
+//! the agent can only slow itself). The daemon keeps std's keyed hasher: the keys are the agent's paths and
 //! the table lives in a process every session shares.
 
 use std::cell::RefCell;
