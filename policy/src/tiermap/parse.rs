@@ -8,7 +8,7 @@ use super::canonical::{body_len, is_trailer_like, lines};
 use super::pattern::Pattern;
 use super::{Diagnostic, Tier, FILE_NAME};
 use crate::shell::read::{Pack, PackSet};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -405,7 +405,7 @@ impl Parser<'_> {
             self.err(1, "missing front matter: the file must start with a `---` line, then `revision: N`, then `---`");
             return (fm, Some(0));
         }
-        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
         for (i, &line) in lines.iter().enumerate().skip(1) {
             let ln = i + 1;
             if line == "---" {
@@ -481,8 +481,9 @@ impl Parser<'_> {
     fn body(&mut self, lines: &[&str], start: usize) -> Vec<Entry> {
         let mut entries: Vec<Entry> = Vec::new();
         let mut section = Section::Prose;
-        let mut tier_lines: HashMap<Tier, usize> = HashMap::new();
-        let mut patterns: HashMap<String, (Tier, usize)> = HashMap::new();
+        // `BTreeMap`s, not `HashMap`s: random keys cost the hook a `getrandom` per Bash call.
+        let mut tier_lines: BTreeMap<Tier, usize> = BTreeMap::new();
+        let mut patterns: BTreeMap<String, (Tier, usize)> = BTreeMap::new();
         // (marker char, marker length, line it opened on)
         let mut fence: Option<(char, usize, usize)> = None;
         // What the previous line was, for lazy continuations and setext underlines.
@@ -631,7 +632,7 @@ impl Parser<'_> {
         &mut self,
         ln: usize,
         title: &str,
-        seen: &mut HashMap<Tier, usize>,
+        seen: &mut BTreeMap<Tier, usize>,
     ) -> Section {
         let first_word = title.split_whitespace().next().unwrap_or("");
         if !first_word.eq_ignore_ascii_case("tier") {

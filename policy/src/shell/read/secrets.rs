@@ -51,13 +51,23 @@ impl fmt::Debug for Comp {
 /// table's: one vector for every pattern of a list, not one per pattern (the hook compiles the
 /// whole table on every call).
 fn push_comps(p: &Comp, out: &mut Vec<Comp>) {
-    match p {
-        Comp::Table(s) => out.extend(s.split('/').filter(is_component).map(Comp::Table)),
-        Comp::Shared(s) => out.extend(
-            s.split('/')
-                .filter(is_component)
-                .map(|c| Comp::Shared(Arc::from(c))),
-        ),
+    // One pass over the bytes (a `str::split` costs more than the rest of the compile).
+    let text: &str = p;
+    let b = text.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i <= b.len() {
+        if i == b.len() || b[i] == b'/' {
+            let c = &b[start..i];
+            if !c.is_empty() && c != b"." {
+                out.push(match p {
+                    Comp::Table(t) => Comp::Table(&t[start..i]),
+                    Comp::Shared(_) => Comp::Shared(Arc::from(&text[start..i])),
+                });
+            }
+            start = i + 1;
+        }
+        i += 1;
     }
 }
 
@@ -169,7 +179,7 @@ impl Chains {
 }
 
 fn wild(s: &str) -> bool {
-    s.contains(['*', '?'])
+    s.bytes().any(|b| b == b'*' || b == b'?')
 }
 
 /// A compiled secret list for one home directory.
