@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use cmdgate_policy::wire::{HookEvent, Verdict};
-use serde_json::json;
 
 /// What the hook tells Claude Code.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,43 +46,65 @@ impl Answer {
 
     /// The JSON line to print, or `None` for [`Answer::Nothing`].
     pub fn render(&self) -> Option<String> {
-        let v = match self {
+        // Written out, not built as a `serde_json::Value` and displayed (a map per object, a
+        // string per key: ~7 k instructions a render, three renders a call): the same bytes, keys
+        // in the order a `Value`'s sorted map prints them (`render_as_value` in the tests).
+        let mut out = String::with_capacity(256);
+        match self {
             Answer::Decision {
                 verdict,
                 reason,
                 system_message,
                 context,
             } => {
-                let mut v = json!({
-                    "hookSpecificOutput": {
-                        "hookEventName": "PreToolUse",
-                        "permissionDecision": verdict.as_str(),
-                        "permissionDecisionReason": reason,
-                    }
-                });
-                if let Some(msg) = system_message {
-                    v["systemMessage"] = json!(msg);
-                }
+                out.push_str("{\"hookSpecificOutput\":{");
                 if let Some(c) = context {
-                    v["hookSpecificOutput"]["additionalContext"] = json!(c);
+                    out.push_str("\"additionalContext\":");
+                    push_json_str(&mut out, c);
+                    out.push(',');
                 }
-                v
+                out.push_str("\"hookEventName\":\"PreToolUse\",\"permissionDecision\":");
+                push_json_str(&mut out, verdict.as_str());
+                out.push_str(",\"permissionDecisionReason\":");
+                push_json_str(&mut out, reason);
+                out.push('}');
+                if let Some(msg) = system_message {
+                    out.push_str(",\"systemMessage\":");
+                    push_json_str(&mut out, msg);
+                }
+                out.push('}');
             }
             Answer::Rewrite {
                 reason,
                 updated_input,
-            } => json!({
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "allow",
-                    "permissionDecisionReason": reason,
-                    "updatedInput": updated_input,
-                }
-            }),
-            Answer::StepAside { system_message } => json!({ "systemMessage": system_message }),
+            } => {
+                out.push_str(
+                    "{\"hookSpecificOutput\":{\"hookEventName\":\"PreToolUse\",\
+                     \"permissionDecision\":\"allow\",\"permissionDecisionReason\":",
+                );
+                push_json_str(&mut out, reason);
+                out.push_str(",\"updatedInput\":");
+                out.push_str(&updated_input.to_string());
+                out.push_str("}}");
+            }
+            Answer::StepAside { system_message } => {
+                out.push_str("{\"systemMessage\":");
+                push_json_str(&mut out, system_message);
+                out.push('}');
+            }
             Answer::Nothing => return None,
-        };
-        Some(format!("{v}\n"))
+        }
+        out.push('\n');
+        Some(out)
+    }
+}
+
+/// Appends `s` as a JSON string, escaped as `serde_json` escapes it.
+fn push_json_str(out: &mut String, s: &str) {
+    let mut buf = Vec::with_capacity(s.len() + 2);
+    // Writing a `&str` into a `Vec` cannot fail, and what it writes is UTF-8.
+    if serde_json::to_writer(&mut buf, s).is_ok() {
+        out.push_str(&String::from_utf8_lossy(&buf));
     }
 }
 
@@ -197,6 +218,7 @@ pub fn emit(answer: &Answer) -> Emitted {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn renders_claude_code_shapes() {
@@ -210,5 +232,81 @@ mod tests {
         };
         assert_eq!(s.render().unwrap(), "{\"systemMessage\":\"hatch\"}\n");
         assert_eq!(Answer::Nothing.render(), None);
+    }
+
+    /// The answer as it was printed before it was written out: a `Value`, displayed.
+    fn render_as_value(a: &Answer) -> Option<String> {
+        let v = match a {
+            Answer::Decision {
+                verdict,
+                reason,
+                system_message,
+                context,
+            } => {
+                let mut v = json!({
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": verdict.as_str(),
+                        "permissionDecisionReason": reason,
+                    }
+                });
+                if let Some(msg) = system_message {
+                    v["systemMessage"] = json!(msg);
+                }
+                if let Some(c) = context {
+                    v["hookSpecificOutput"]["additionalContext"] = json!(c);
+                }
+                v
+            }
+            Answer::Rewrite {
+                reason,
+                updated_input,
+            } => json!({
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "allow",
+                    "permissionDecisionReason": reason,
+                    "updatedInput": updated_input,
+                }
+            }),
+            Answer::StepAside { system_message } => json!({ "systemMessage": system_message }),
+            Answer::Nothing => return None,
+        };
+        Some(format!("{v}\n"))
+    }
+
+    #[test]
+    fn renders_the_bytes_a_value_would() {
+        let texts = [
+            "",
+            "plain",
+            "quote \" backslash \\ slash /",
+            "new\nline\ttab\r\u{0}\u{1f}\u{7f}",
+            "é ✓ \u{2028} \u{feff} 😀",
+        ];
+        for t in texts {
+            for verdict in [Verdict::Allow, Verdict::Deny, Verdict::Ask] {
+                for system_message in [None, Some(t.to_owned())] {
+                    for context in [None, Some(format!("ctx {t}"))] {
+                        let a = Answer::Decision {
+                            verdict,
+                            reason: t.to_owned(),
+                            system_message: system_message.clone(),
+                            context,
+                        };
+                        assert_eq!(a.render(), render_as_value(&a), "{a:?}");
+                    }
+                }
+            }
+            let r = Answer::Rewrite {
+                reason: t.to_owned(),
+                updated_input: json!({"command": t, "description": "d", "z": [1, {"b": t, "a": null}]}),
+            };
+            assert_eq!(r.render(), render_as_value(&r));
+            let s = Answer::StepAside {
+                system_message: t.to_owned(),
+            };
+            assert_eq!(s.render(), render_as_value(&s));
+        }
     }
 }
