@@ -218,9 +218,9 @@ fn decide(
         home: home.trim_end_matches('/').to_owned(),
         cwd: Some(cwd.display().to_string()),
         project: Some(root_s.clone()),
-        secrets: secrets.take().unwrap_or_else(|| {
+        secrets: std::borrow::Cow::Owned(secrets.take().unwrap_or_else(|| {
             crate::secrets::policy_secrets(&home, &cfg.extra_secrets, cfg.passwd_home.as_deref())
-        }),
+        })),
         extension: None,
         listing: None,
         packs: cfg.read_packs,
@@ -268,7 +268,7 @@ fn decide(
         }
     }
     let local = judge(script, verdict, map, &vouched, &mut policy, at, cfg);
-    *secrets = Some(policy.secrets);
+    *secrets = Some(policy.secrets.into_owned());
     (local, would_vouch.get())
 }
 

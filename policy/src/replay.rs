@@ -224,7 +224,7 @@ mod tests {
             home: "/home/a".into(),
             cwd: None,
             project: None,
-            secrets,
+            secrets: std::borrow::Cow::Owned(secrets),
             extension: None,
             listing: None,
             packs: crate::shell::read::PackSet::all(),

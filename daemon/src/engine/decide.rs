@@ -7,6 +7,7 @@
 //! Every early exit is an audited deny (`finish_early`); a deadline or a failed audit write is a
 //! deny too (`fail_closed`); a failed test-run is ask, never allow (`after_test_run`).
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,7 +20,6 @@ use cmdgate_policy::decide::{
 };
 use cmdgate_policy::learn::{LearnEvent, PromotionContext};
 use cmdgate_policy::locations::{Locations, Mode};
-use cmdgate_policy::secrets::SecretPaths;
 use cmdgate_policy::shell::read::{PackSet, ReadPolicy};
 use cmdgate_policy::shell::Limits;
 use cmdgate_policy::tiermap::Snapshot;
@@ -34,6 +34,7 @@ use crate::engine::breakers::{persist_breakers, Changed};
 use crate::engine::escape_hatch::Grant;
 use crate::engine::learning::{self, apply_learning, with_id};
 use crate::engine::record::{describe_parts, request_entry, wire_source};
+use crate::engine::secret_tables::SecretTables;
 use crate::engine::testrun::Target;
 use crate::engine::tickets::Issued;
 use crate::engine::tiermaps::{MapEvent, Stamps};
@@ -166,7 +167,7 @@ struct Facts {
     agent_home: Option<String>,
     locations: Locations,
     extra_own: Vec<String>,
-    extra_secrets: Vec<String>,
+    secret_tables: Arc<SecretTables>,
     packs: PackSet,
 }
 
@@ -183,7 +184,7 @@ impl Facts {
             agent_home: self.agent_home,
             locations: self.locations,
             extra_own: self.extra_own,
-            extra_secrets: self.extra_secrets,
+            secret_tables: self.secret_tables,
             packs: self.packs,
         }
     }
@@ -204,7 +205,8 @@ pub(crate) struct Judge {
     pub(crate) locations: Locations,
     /// cmdgate's own paths beyond `Locations::own_paths`: the spool in use, the binaries.
     pub(crate) extra_own: Vec<String>,
-    pub(crate) extra_secrets: Vec<String>,
+    /// The secret table per set of homes, with the operator's `secret_paths` (the engine's).
+    pub(crate) secret_tables: Arc<SecretTables>,
     /// The read packs that are on (the operator's `read_packs_off` removed).
     pub(crate) packs: PackSet,
 }
@@ -234,16 +236,16 @@ fn judge_with(j: Judge, kernel: &dyn PathResolver) -> (Step, String) {
     let mut own_paths = j.locations.own_paths(&home);
     let secrets = if db_home != home {
         own_paths.extend(j.locations.own_paths(&db_home));
-        SecretPaths::builtin_homes(&[&home, &db_home], &j.extra_secrets)
+        j.secret_tables.for_homes(&[&home, &db_home])
     } else {
-        SecretPaths::builtin(&home, &j.extra_secrets)
+        j.secret_tables.for_homes(&[&home])
     };
     own_paths.extend(j.extra_own);
     let read_policy = ReadPolicy {
         home: home.clone(),
         cwd: None,
         project: None,
-        secrets,
+        secrets: Cow::Borrowed(&secrets),
         extension: None,
         // Lists the cwd / project root for a recursive search of it (only when asked).
         listing: Some(&crate::engine::listing::list_dir),
@@ -512,7 +514,7 @@ impl Engine {
             agent_home: req.home.clone(),
             locations: self.paths.locations.clone(),
             extra_own: self.own_extras.clone(),
-            extra_secrets: self.config.secret_paths.clone(),
+            secret_tables: Arc::clone(&self.secret_tables),
             // Validated when the config loaded; a bad list here switches every pack off.
             packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
         };
@@ -1201,7 +1203,7 @@ mod tests {
             agent_home: Some(format!("{w}/home")),
             locations,
             extra_own: Vec::new(),
-            extra_secrets: Vec::new(),
+            secret_tables: Arc::new(SecretTables::new(Vec::new())),
             packs: PackSet::all(),
         }
     }

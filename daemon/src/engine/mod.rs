@@ -43,6 +43,7 @@ pub mod rules;
 pub mod rules_admin;
 pub mod runs;
 pub mod scope;
+mod secret_tables;
 pub mod status;
 pub mod testrun;
 pub mod tickets;
@@ -178,6 +179,8 @@ pub struct Engine {
     /// cmdgate's own paths the shared list does not know (`decide::own_extras`), found once at
     /// start: the binaries' directory is a file-system read, not one per decision.
     pub(crate) own_extras: Vec<String>,
+    /// The secret table compiled once per set of homes (`secret_tables.rs`), not per decision.
+    pub(crate) secret_tables: Arc<secret_tables::SecretTables>,
     /// The engine itself, for work that outlives a request handler (a mirrored run streams after
     /// the handler returned its response).
     me: std::sync::Weak<Engine>,
@@ -291,6 +294,9 @@ impl Engine {
         Ok(Arc::new_cyclic(|me| Engine {
             me: me.clone(),
             own_extras,
+            secret_tables: Arc::new(secret_tables::SecretTables::new(
+                config.secret_paths.clone(),
+            )),
             reviewer,
             tiermaps,
             config,

@@ -164,7 +164,7 @@ pub fn preview(
         home: fixed.home.clone(),
         cwd: None,
         project: None,
-        secrets: SecretPaths::builtin(&fixed.home, &fixed.extra_secrets),
+        secrets: std::borrow::Cow::Owned(SecretPaths::builtin(&fixed.home, &fixed.extra_secrets)),
         extension: None,
         // No IO: a recursive search is judged without a directory listing (the same on both sides).
         listing: None,

@@ -27,7 +27,7 @@ fn is_fast_path_read(script: &shell::Script, extra_secrets: &[String], packs: Pa
         home: home.clone(),
         cwd: None,
         project: None,
-        secrets: SecretPaths::builtin(&home, extra_secrets),
+        secrets: std::borrow::Cow::Owned(SecretPaths::builtin(&home, extra_secrets)),
         extension: None,
         listing: None,
         packs,

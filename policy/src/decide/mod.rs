@@ -624,7 +624,7 @@ fn with_read_policy<R>(
         home: ctx.read_policy.home.clone(),
         cwd: Some(cwd.to_owned()),
         project: Some(project_root.to_owned()),
-        secrets: ctx.read_policy.secrets.clone(),
+        secrets: std::borrow::Cow::Borrowed(&ctx.read_policy.secrets),
         extension: Some(&tier_zero),
         listing: ctx.read_policy.listing,
         // A verified map may switch read packs off for its project (`read-packs-off:`).

@@ -405,7 +405,7 @@ impl Engine {
             agent_home: home,
             locations: self.paths.locations.clone(),
             extra_own: self.own_extras.clone(),
-            extra_secrets: self.config.secret_paths.clone(),
+            secret_tables: Arc::clone(&self.secret_tables),
             packs: self
                 .config
                 .read_packs()

@@ -35,6 +35,7 @@ pub mod recursive;
 mod secrets;
 mod sed;
 
+use std::borrow::Cow;
 use std::fmt;
 
 pub use packs::{Pack, PackSet, PackVerdict};
@@ -65,8 +66,9 @@ pub struct ReadPolicy<'a> {
     /// The project root, when known: a recursive search below the working directory inside it
     /// may be a read ([`recursive`]); unknown, only searches limited to non-secret names are.
     pub project: Option<String>,
-    /// Paths whose contents must not be read.
-    pub secrets: SecretPaths,
+    /// Paths whose contents must not be read: owned, or borrowed from a table compiled once
+    /// (the daemon keeps one per home; `decide` lends the caller's to its own policy).
+    pub secrets: Cow<'a, SecretPaths>,
     /// Tier 0 of the verified tier map, if any.
     pub extension: Option<&'a dyn ReadExtension>,
     /// Lists the working directory or project root for a recursive search of it
@@ -84,7 +86,7 @@ impl<'a> ReadPolicy<'a> {
             home: home.trim_end_matches('/').to_owned(),
             cwd: None,
             project: None,
-            secrets: SecretPaths::builtin::<&str>(home, &[]),
+            secrets: Cow::Owned(SecretPaths::builtin::<&str>(home, &[])),
             extension: None,
             listing: None,
             packs: PackSet::all(),
