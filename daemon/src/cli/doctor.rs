@@ -578,15 +578,14 @@ fn escape_hatch(found: &Registrations) -> Check {
     }
 }
 
+/// `GET path` on one of the daemon's sockets, waiting at most 3 s.
+fn get(socket: &Path, path: &str) -> Result<client::Reply, client::ClientError> {
+    client::request(socket, "GET", path, None, Duration::from_secs(3))
+}
+
 /// The daemon answers on its decide socket.
 fn daemon(p: &Paths) -> Check {
-    let health = client::request(
-        &p.decide_socket,
-        "GET",
-        "/v1/health",
-        None,
-        Duration::from_secs(3),
-    );
+    let health = get(&p.decide_socket, "/v1/health");
     match health {
         Ok(r) if r.status == 200 => check(
             "daemon",
@@ -604,16 +603,10 @@ fn daemon(p: &Paths) -> Check {
 
 /// The model reviewer (off by default): what it is, and whether its key is there.
 fn model_reviewer(p: &Paths, loaded: &Loaded) -> Option<Check> {
-    let status = client::request(
-        &p.admin_socket,
-        "GET",
-        "/admin/status",
-        None,
-        Duration::from_secs(3),
-    )
-    .ok()
-    .filter(|r| r.status == 200)
-    .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok());
+    let status = get(&p.admin_socket, "/admin/status")
+        .ok()
+        .filter(|r| r.status == 200)
+        .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r.body).ok());
     let c = &loaded.as_ref().ok()?.0.reviewer;
     let what = format!(
         "{} `{}` at {}{}",

@@ -195,30 +195,20 @@ fn explain(args: ExplainArgs) -> anyhow::Result<Explained> {
 
 /// The explanation as one JSON document.
 fn print_json(e: &Explained) -> anyhow::Result<()> {
-    let Explained {
-        command,
-        root_s,
-        root_source,
-        snapshot,
-        analysis,
-        parts,
-        outcome,
-        ..
-    } = e;
-    let map = match snapshot {
+    let map = match &e.snapshot {
         Snapshot::Verified(v) => {
             json!({"valid": true, "revision": v.revision, "key": v.key, "key_version": v.key_version})
         }
         Snapshot::ReadOnly { reason } => json!({"valid": false, "read_only_because": reason}),
     };
     let out = json!({
-        "command": command,
-        "project": root_s,
-        "project_from": root_source,
+        "command": e.command,
+        "project": e.root_s,
+        "project_from": e.root_source,
         "tier_map": map,
-        "analysis": match analysis { Analysis::Parsed(_) => json!("parsed"), Analysis::Unanalyzable(u) => json!(u) },
-        "parts": parts,
-        "outcome": outcome,
+        "analysis": match &e.analysis { Analysis::Parsed(_) => json!("parsed"), Analysis::Unanalyzable(u) => json!(u) },
+        "parts": e.parts,
+        "outcome": e.outcome,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
@@ -226,24 +216,15 @@ fn print_json(e: &Explained) -> anyhow::Result<()> {
 
 /// The explanation for a person: the project, the map, each part, the decision.
 fn print_text(e: &Explained) -> anyhow::Result<()> {
-    let Explained {
-        command,
-        root_s,
-        root_source,
-        snapshot,
-        analysis,
-        parts,
-        step,
-        outcome,
-    } = e;
-    println!("command   {command}");
+    println!("command   {}", e.command);
     println!(
-        "project   {root_s} ({})",
-        serde_json::to_value(root_source)?
+        "project   {} ({})",
+        e.root_s,
+        serde_json::to_value(e.root_source)?
             .as_str()
             .unwrap_or_default()
     );
-    match snapshot {
+    match &e.snapshot {
         Snapshot::Verified(v) => println!(
             "tier map  CLAUDE_CMDS.md revision {}, signed by {} v{}",
             v.revision, v.key, v.key_version
@@ -252,10 +233,10 @@ fn print_text(e: &Explained) -> anyhow::Result<()> {
             println!("tier map  none valid ⇒ read-only project: {reason}")
         }
     }
-    if let Analysis::Unanalyzable(u) = analysis {
+    if let Analysis::Unanalyzable(u) = &e.analysis {
         println!("analysis  not analysable: {u:?}");
     }
-    for (i, p) in parts.iter().enumerate() {
+    for (i, p) in e.parts.iter().enumerate() {
         let argv: Vec<&str> = p["argv"]
             .as_array()
             .into_iter()
@@ -274,7 +255,7 @@ fn print_text(e: &Explained) -> anyhow::Result<()> {
         };
         println!("part {:<3}  {:<40} {verdict}", i + 1, argv.join(" "));
     }
-    print_step(step, outcome)
+    print_step(&e.step, &e.outcome)
 }
 
 /// The decision, or the mirror step with its options and the operator's acceptance.
