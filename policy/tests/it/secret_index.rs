@@ -68,12 +68,7 @@ mod reference {
             let home_comps = comps_of(home);
             for p in patterns {
                 if let Some(rest) = p.strip_prefix("~/") {
-                    let tail = comps_of(rest);
-                    let mut full = home_comps.clone();
-                    full.extend(tail.iter().cloned());
-                    out.anchored.push(full);
-                    out.tails.push(tail);
-                    out.rooted.push(false);
+                    out.anchor_at_home(&home_comps, rest);
                 } else if p.starts_with('/') {
                     let full = comps_of(p);
                     out.tails.push(full.clone());
@@ -100,14 +95,19 @@ mod reference {
             let home_comps = comps_of(home);
             for p in patterns {
                 if let Some(rest) = p.strip_prefix("~/") {
-                    let tail = comps_of(rest);
-                    let mut full = home_comps.clone();
-                    full.extend(tail.iter().cloned());
-                    self.anchored.push(full);
-                    self.tails.push(tail);
-                    self.rooted.push(false);
+                    self.anchor_at_home(&home_comps, rest);
                 }
             }
+        }
+
+        /// A `~/` pattern (`rest`, after the `~/`) anchored at a home.
+        fn anchor_at_home(&mut self, home_comps: &[String], rest: &str) {
+            let tail = comps_of(rest);
+            let mut full = home_comps.to_vec();
+            full.extend(tail.iter().cloned());
+            self.anchored.push(full);
+            self.tails.push(tail);
+            self.rooted.push(false);
         }
 
         fn literal(&self, lower: &str) -> bool {

@@ -706,34 +706,23 @@ fn may_match_with(a: &str, b: &str, a_glob: bool, dot_rule: bool) -> bool {
 
 /// [`literal_matches`] ignoring the ASCII case of `a` (`b`, a name pattern, is in lower case).
 fn literal_matches_folded(a: &[u8], b: &[u8]) -> bool {
-    let (mut i, mut j) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while i < a.len() {
-        let c = a[i].to_ascii_lowercase();
-        if j < b.len() && (b[j] == b'?' || b[j] == c) && b[j] != b'*' {
-            i += 1;
-            j += 1;
-        } else if j < b.len() && b[j] == b'*' {
-            star = Some((j, i));
-            j += 1;
-        } else if let Some((sj, si)) = star {
-            j = sj + 1;
-            i = si + 1;
-            star = Some((sj, si + 1));
-        } else {
-            return false;
-        }
-    }
-    b[j..].iter().all(|&c| c == b'*')
+    literal_matches_as(a, b, |c| c.to_ascii_lowercase())
 }
 
 /// Does the literal name `a` match the pattern `b` (`*`, `?`)? Greedy with one backtrack point,
 /// no allocation: this runs for every argument of every command on the hook's fast path.
 fn literal_matches(a: &[u8], b: &[u8]) -> bool {
+    literal_matches_as(a, b, |c| c)
+}
+
+/// [`literal_matches`], with each byte of `a` seen through `fold`.
+#[inline]
+fn literal_matches_as(a: &[u8], b: &[u8], fold: impl Fn(u8) -> u8) -> bool {
     let (mut i, mut j) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while i < a.len() {
-        if j < b.len() && (b[j] == b'?' || b[j] == a[i]) && b[j] != b'*' {
+        let c = fold(a[i]);
+        if j < b.len() && (b[j] == b'?' || b[j] == c) && b[j] != b'*' {
             i += 1;
             j += 1;
         } else if j < b.len() && b[j] == b'*' {
