@@ -17,7 +17,8 @@
 //!
 //! Needs root (the mirror), the hook and client built in the same profile, and a quiet machine:
 //! `cargo build --release -p cmdgate-hook --bins && cargo bench -p cmdgate-daemon --bench runs`
-//! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds, 0 skips a row; defaults 40 and 7).
+//! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds, 0 skips a row; defaults 40 and 7;
+//! `RUNS_BENCH_BIN=DIR` takes the four binaries from another build's release dir).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -248,9 +249,18 @@ fn project(
 }
 
 fn main() {
-    let cmdgated = PathBuf::from(env!("CARGO_BIN_EXE_cmdgated"));
-    let cmdgate = PathBuf::from(env!("CARGO_BIN_EXE_cmdgate"));
+    // `RUNS_BENCH_BIN=DIR`: the binaries (cmdgated, cmdgate, cmdgate-hook, cmdgate-run) of another
+    // build's release dir instead of this one's, so the same harness measures both sides of a
+    // change (e.g. the session's base build, then this one).
+    let (cmdgated, cmdgate) = match std::env::var_os("RUNS_BENCH_BIN").map(PathBuf::from) {
+        Some(dir) => (dir.join("cmdgated"), dir.join("cmdgate")),
+        None => (
+            PathBuf::from(env!("CARGO_BIN_EXE_cmdgated")),
+            PathBuf::from(env!("CARGO_BIN_EXE_cmdgate")),
+        ),
+    };
     let hook = cmdgated.with_file_name("cmdgate-hook");
+    println!("binaries: {}", cmdgated.parent().unwrap_or(Path::new("?")).display());
     for bin in [&hook, &cmdgated.with_file_name("cmdgate-run")] {
         assert!(
             bin.is_file(),
