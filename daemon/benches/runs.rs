@@ -260,7 +260,10 @@ fn main() {
         ),
     };
     let hook = cmdgated.with_file_name("cmdgate-hook");
-    println!("binaries: {}", cmdgated.parent().unwrap_or(Path::new("?")).display());
+    println!(
+        "binaries: {}",
+        cmdgated.parent().unwrap_or(Path::new("?")).display()
+    );
     for bin in [&hook, &cmdgated.with_file_name("cmdgate-run")] {
         assert!(
             bin.is_file(),

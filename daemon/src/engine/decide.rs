@@ -40,6 +40,7 @@ use crate::engine::tickets::Issued;
 use crate::engine::tiermaps::{MapEvent, Stamps};
 use crate::engine::{Engine, EngineError, Peer};
 use crate::store::audit::{self, AuditDecision, Entry, Kind, TiermapEvent};
+use crate::store::Durable;
 
 /// A request refused before the policy ran.
 struct Early {
@@ -591,7 +592,8 @@ impl Engine {
         if let Some(s) = breaker_signal(&decision, &learn) {
             changes.extend(self.breakers.record(&req.agent.session_id, s, now).await);
         }
-        // 8. Commit the row (with breaker state and learning) before answering.
+        // 8. Commit the row (with breaker state and learning) before answering (a mirrored run's
+        // ticket: before its fsync, see `commit`).
         entry.latency_us = Some(micros(started));
         let committed = self
             .commit(
@@ -603,7 +605,7 @@ impl Engine {
                 classified,
             )
             .await;
-        let row_id = match committed {
+        let (row_id, durable) = match committed {
             Ok(id) => id,
             Err(e) => {
                 // An unaudited ticket is never handed out.
@@ -614,7 +616,7 @@ impl Engine {
             }
         };
         if let Some(r) = &run {
-            self.tickets.set_decision(&r.ticket, row_id);
+            self.tickets.set_decision(&r.ticket, row_id, durable);
         }
         Ok(DecideResponse {
             v: wire::WIRE_VERSION,
@@ -894,6 +896,7 @@ impl Engine {
             home,
             tool_timeout_ms,
             decision_id: 0,
+            durable: None,
             background: self.holds_asks(req.req),
         };
         let mut random = [0u8; 32];
@@ -946,7 +949,11 @@ impl Engine {
     }
 
     /// Step 8: the audit row, the breaker changes and the learning event in one transaction; the
-    /// rules are reloaded when learning changed them. Returns the row's id.
+    /// rules are reloaded when learning changed them. Returns the row's id, and the token to
+    /// await its fsync when it was answered before it (`Store::write_deferred`): only a mirrored
+    /// run's ticket, which permits nothing until it is redeemed — and the redemption starts
+    /// nothing before the row is on disk (`redeem.rs`) — and only when the same transaction
+    /// carries no breaker or learning change.
     async fn commit(
         &self,
         entry: Entry,
@@ -955,38 +962,45 @@ impl Engine {
         project: String,
         breaker_open: bool,
         classified: Option<String>,
-    ) -> Result<i64, EngineError> {
+    ) -> Result<(i64, Option<Durable>), EngineError> {
+        let defer = matches!(entry.decision, Some(AuditDecision::Mirrored))
+            && changes.is_empty()
+            && learn.is_none();
         let promotion = self.config.promotion.clone();
-        let (row, learned) = self
-            .store
-            .write(move |c| {
-                let row = audit::append(c, entry)?;
-                persist_breakers(c, &changes, Some(row.id))?;
-                let learned = match learn {
-                    Some((key, event)) => {
-                        let event = with_id(event, row.id);
-                        apply_learning(
-                            c,
-                            &project,
-                            &key,
-                            event,
-                            PromotionContext {
-                                needs_person_or_denied: false,
-                                breaker_open,
-                                classification: classified.as_deref(),
-                            },
-                            &promotion,
-                        )?
-                    }
-                    None => false,
-                };
-                Ok((row, learned))
-            })
-            .await?;
+        let job = move |c: &rusqlite::Connection| {
+            let row = audit::append(c, entry)?;
+            persist_breakers(c, &changes, Some(row.id))?;
+            let learned = match learn {
+                Some((key, event)) => {
+                    let event = with_id(event, row.id);
+                    apply_learning(
+                        c,
+                        &project,
+                        &key,
+                        event,
+                        PromotionContext {
+                            needs_person_or_denied: false,
+                            breaker_open,
+                            classification: classified.as_deref(),
+                        },
+                        &promotion,
+                    )?
+                }
+                None => false,
+            };
+            Ok((row, learned))
+        };
+        let ((row, learned), durable) = match defer {
+            true => {
+                let (done, d) = self.store.write_deferred(job).await?;
+                (done, Some(d))
+            }
+            false => (self.store.write(job).await?, None),
+        };
         if learned {
             self.reload_rules().await?;
         }
-        Ok(row.id)
+        Ok((row.id, durable))
     }
 
     /// The escape hatch covers the call: audited (source `escape_hatch`, the grant named), then

@@ -199,6 +199,16 @@ impl Engine {
                 self.config.promotion.accept_k,
             )
         };
+        // Nothing runs before the decision's row is on disk (it was answered before its fsync:
+        // `decide`'s step 8); the sync overlapped the hook's exit and the client's start. A row
+        // that could not be made durable refuses the run.
+        if let Some(durable) = issued.durable {
+            if let Err(e) = self.store.durable(durable).await {
+                return Err(RedeemError::Unavailable(format!(
+                    "the decision's audit row could not be made durable ({e}); nothing ran"
+                )));
+            }
+        }
         let (tx, rx) = mpsc::channel(64);
         let env = req.env;
         tokio::spawn(async move {
@@ -305,32 +315,40 @@ impl Engine {
             note: Some(crate::engine::runs::run_note(&outcome.run_id)),
             ..Entry::default()
         };
-        let learned = self
-            .store
-            .write(move |c| {
-                let row = audit::append(c, entry)?;
-                persist_breakers(c, &changes, Some(row.id))?;
-                let mut learned = false;
-                if let Some(event) = acceptance_event {
-                    accept::record(c, &project, &key, None, event, row.id, &promotion)?;
-                }
-                for event in events {
-                    learned |= apply_learning(
-                        c,
-                        &project,
-                        &key,
-                        with_id(event, row.id),
-                        PromotionContext {
-                            needs_person_or_denied: false,
-                            breaker_open,
-                            classification: classification.as_deref(),
-                        },
-                        &promotion,
-                    )?;
-                }
-                Ok(learned)
-            })
-            .await?;
+        // A committed run's row is committed before the end frame and synced right after it
+        // (`Store::write_deferred`; the writer thread syncs before its next group): the agent
+        // does not wait for the fsync. Power lost in that window loses the row as it did when
+        // the fsync came first (the workspace's commit was already durable either way); the
+        // client's exit status is not audit. Every other outcome (a rollback, a conflict, a
+        // failure, an acceptance change) may open the breaker or demote: synced first.
+        let defer = outcome.status == RunStatus::Committed && acceptance_event.is_none();
+        let job = move |c: &rusqlite::Connection| {
+            let row = audit::append(c, entry)?;
+            persist_breakers(c, &changes, Some(row.id))?;
+            let mut learned = false;
+            if let Some(event) = acceptance_event {
+                accept::record(c, &project, &key, None, event, row.id, &promotion)?;
+            }
+            for event in events {
+                learned |= apply_learning(
+                    c,
+                    &project,
+                    &key,
+                    with_id(event, row.id),
+                    PromotionContext {
+                        needs_person_or_denied: false,
+                        breaker_open,
+                        classification: classification.as_deref(),
+                    },
+                    &promotion,
+                )?;
+            }
+            Ok(learned)
+        };
+        let learned = match defer {
+            true => self.store.write_deferred(job).await?.0,
+            false => self.store.write(job).await?,
+        };
         if learned {
             self.reload_rules().await?;
         }

@@ -58,6 +58,9 @@ pub struct Issued {
     pub tool_timeout_ms: Option<u64>,
     /// The decision's audit row.
     pub decision_id: i64,
+    /// When that row was committed without its fsync (`Store::write_deferred`): the redemption
+    /// waits for it to be on disk before anything runs. `None`: it already was.
+    pub durable: Option<crate::store::Durable>,
     /// The session is in background mode (asks go to the operator): a rolled-back run becomes
     /// a notification.
     pub background: bool,
@@ -196,11 +199,17 @@ impl Tickets {
 
     /// Sets the decision row of an issued ticket (the row is written after issue, in the same
     /// pipeline step).
-    pub fn set_decision(&self, ticket: &str, decision_id: i64) {
+    pub fn set_decision(
+        &self,
+        ticket: &str,
+        decision_id: i64,
+        durable: Option<crate::store::Durable>,
+    ) {
         let mut inner = self.lock();
         let mut tool_use = None;
         if let Some(o) = inner.open.get_mut(&hash(ticket)) {
             o.issued.decision_id = decision_id;
+            o.issued.durable = durable;
             tool_use = Some(o.issued.tool_use_id.clone());
         }
         if let Some((_, r)) = tool_use.and_then(|t| inner.routed.get_mut(&t)) {
@@ -289,6 +298,7 @@ mod tests {
             home: "/home/a".into(),
             tool_timeout_ms: None,
             decision_id: 0,
+            durable: None,
             background: false,
         }
     }
@@ -342,7 +352,7 @@ mod tests {
         let t = Tickets::new(Duration::from_secs(60));
         let now = Instant::now();
         let a = t.issue(issued(1, "/p"), &[9; 32], now).unwrap();
-        t.set_decision(&a, 42);
+        t.set_decision(&a, 42, None);
         assert_eq!(t.routed("t1").unwrap().decision_id, 42);
         t.withdraw(&a);
         assert_eq!(t.open(), 0);

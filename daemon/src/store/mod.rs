@@ -6,6 +6,12 @@
 //! job rolls back alone), commits once, and only then answers each job. A decision is therefore
 //! answered only after its audit row is durable. Reads use their own connection (WAL lets them run
 //! beside the writer).
+//!
+//! The one exception is [`Store::write_deferred`], for rows whose durability can be awaited later
+//! ([`Store::durable`]) because nothing they permit happens before that: a group of only such jobs
+//! is committed without its fsync (`synchronous=NORMAL`: visible to readers at once, consistent
+//! after a crash), answered, and then the writer thread `fdatasync`s the WAL before it takes the
+//! next group. A failed sync makes [`Store::durable`] fail for those rows, forever.
 
 pub mod audit;
 pub mod migrations;
@@ -17,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// The database file name inside the data dir.
 pub const DB_FILE: &str = "cmdgate.db";
@@ -123,7 +129,21 @@ pub fn open_read_only(path: &Path) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-type Completion = Box<dyn FnOnce(Result<(), String>) + Send>;
+/// A committed group's answer: its sequence number, or why the commit failed.
+type Completion = Box<dyn FnOnce(Result<u64, String>) + Send>;
+
+/// A deferred write's place in the WAL: [`Store::durable`] waits until it is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub struct Durable(u64);
+
+/// What the writer thread has made durable: every group up to `upto`, except those in `failed`
+/// (`(after, upto]`: their WAL sync failed, so they may never reach the disk).
+#[derive(Debug, Clone, Default)]
+struct Synced {
+    upto: u64,
+    failed: Vec<(u64, u64)>,
+}
 
 /// One queued write: run inside a savepoint (then answered after the commit), or failed unrun.
 trait Job: Send {
@@ -135,7 +155,7 @@ trait Job: Send {
 
 struct WriteJob<T, F> {
     f: F,
-    done: oneshot::Sender<Result<T, StoreError>>,
+    done: oneshot::Sender<Result<(T, u64), StoreError>>,
 }
 
 impl<T, F> Job for WriteJob<T, F>
@@ -149,7 +169,7 @@ where
         let ok = result.is_ok();
         let completion: Completion = Box::new(move |commit| {
             let _ = done.send(match commit {
-                Ok(()) => result,
+                Ok(seq) => result.map(|r| (r, seq)),
                 Err(e) => Err(StoreError::Commit(e)),
             });
         });
@@ -162,7 +182,8 @@ where
 }
 
 enum Msg {
-    Job(Box<dyn Job>),
+    /// A job, and whether its durability may be awaited later (`Store::write_deferred`).
+    Job(Box<dyn Job>, bool),
     /// Finish what was queued before this, then stop.
     Stop(oneshot::Sender<()>),
 }
@@ -173,23 +194,31 @@ pub struct Store {
     tx: mpsc::Sender<Msg>,
     reader: Arc<Mutex<Connection>>,
     path: PathBuf,
+    synced: watch::Receiver<Synced>,
 }
 
 impl Store {
     /// Opens the database and starts the writer thread.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Store::open_syncing(path, wal_path(path))
+    }
+
+    /// [`Store::open`], syncing `wal` after a deferred group (tests give a path that fails).
+    fn open_syncing(path: &Path, wal: PathBuf) -> Result<Store, StoreError> {
         let writer = open_db(path)?;
         let reader = Connection::open(path)?;
         reader.busy_timeout(std::time::Duration::from_secs(5))?;
         let (tx, rx) = mpsc::channel(8192);
+        let (synced_tx, synced) = watch::channel(Synced::default());
         std::thread::Builder::new()
             .name("cmdgate-store".into())
-            .spawn(move || writer_loop(writer, rx))
+            .spawn(move || writer_loop(writer, rx, &wal, &synced_tx))
             .map_err(StoreError::WriterStart)?;
         Ok(Store {
             tx,
             reader: Arc::new(Mutex::new(reader)),
             path: path.to_path_buf(),
+            synced,
         })
     }
 
@@ -203,13 +232,56 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
-        let (done, wait) = oneshot::channel::<Result<T, StoreError>>();
+        self.queue(f, false).await.map(|(t, _)| t)
+    }
+
+    /// Like [`Store::write`], but resolves once the group is committed and visible, possibly
+    /// before it is on disk: await [`Store::durable`] with the token before anything the rows
+    /// permit happens. For a mirrored run's decision row (the run starts only once it is durable)
+    /// and a committed run's row (see `engine/redeem.rs`).
+    pub async fn write_deferred<T, F>(&self, f: F) -> Result<(T, Durable), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.queue(f, true).await.map(|(t, seq)| (t, Durable(seq)))
+    }
+
+    async fn queue<T, F>(&self, f: F, deferred: bool) -> Result<(T, u64), StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (done, wait) = oneshot::channel::<Result<(T, u64), StoreError>>();
         let job: Box<dyn Job> = Box::new(WriteJob { f, done });
         self.tx
-            .send(Msg::Job(job))
+            .send(Msg::Job(job, deferred))
             .await
             .map_err(|_| StoreError::WriterGone)?;
         wait.await.map_err(|_| StoreError::WriterGone)?
+    }
+
+    /// Resolves once the rows of a [`Store::write_deferred`] are on disk; an error when their
+    /// WAL sync failed (they may never be) or the writer stopped first.
+    pub async fn durable(&self, token: Durable) -> Result<(), StoreError> {
+        let mut synced = self.synced.clone();
+        loop {
+            {
+                let s = synced.borrow_and_update();
+                if s.failed
+                    .iter()
+                    .any(|(after, upto)| token.0 > *after && token.0 <= *upto)
+                {
+                    return Err(StoreError::Commit(
+                        "the WAL sync after the commit failed: the rows may not be on disk".into(),
+                    ));
+                }
+                if s.upto >= token.0 {
+                    return Ok(());
+                }
+            }
+            synced.changed().await.map_err(|_| StoreError::WriterGone)?;
+        }
     }
 
     /// Appends one audit row; resolves after it is committed.
@@ -241,26 +313,71 @@ impl Store {
     }
 }
 
-fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Msg>) {
+/// SQLite's write-ahead log of the database at `db`.
+fn wal_path(db: &Path) -> PathBuf {
+    let mut name = db.as_os_str().to_os_string();
+    name.push("-wal");
+    PathBuf::from(name)
+}
+
+fn writer_loop(
+    mut conn: Connection,
+    mut rx: mpsc::Receiver<Msg>,
+    wal: &Path,
+    synced: &watch::Sender<Synced>,
+) {
     let mut stop: Option<oneshot::Sender<()>> = None;
+    let mut seq: u64 = 0;
     while stop.is_none() {
         let Some(first) = rx.blocking_recv() else {
             break;
         };
         let mut jobs: Vec<Box<dyn Job>> = Vec::new();
+        let mut deferred = true;
         match first {
-            Msg::Job(j) => jobs.push(j),
+            Msg::Job(j, d) => {
+                jobs.push(j);
+                deferred &= d;
+            }
             Msg::Stop(s) => stop = Some(s),
         }
         while stop.is_none() && jobs.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(Msg::Job(j)) => jobs.push(j),
+                Ok(Msg::Job(j, d)) => {
+                    jobs.push(j);
+                    deferred &= d;
+                }
                 Ok(Msg::Stop(s)) => stop = Some(s),
                 Err(_) => break,
             }
         }
-        if !jobs.is_empty() {
-            run_group(&mut conn, jobs);
+        if jobs.is_empty() {
+            continue;
+        }
+        // Only a group of deferred jobs commits without its fsync; if the switch fails it
+        // commits with it (FULL), which is always allowed.
+        let deferred = deferred && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
+        seq += 1;
+        let committed = run_group(&mut conn, jobs, seq);
+        if deferred {
+            // Every later group must be durable when answered again: if that cannot be
+            // restored, stop (every later write fails, and a failed write is a deny).
+            if conn.pragma_update(None, "synchronous", "FULL").is_err() {
+                synced.send_modify(|s| s.failed.push((s.upto, seq)));
+                break;
+            }
+            if committed {
+                // The group's frames are in the WAL (written, answered): put them on disk
+                // before the next group, so `durable` rarely waits.
+                let result = std::fs::File::open(wal).and_then(|f| f.sync_data());
+                synced.send_modify(|s| match result {
+                    Ok(()) => s.upto = seq,
+                    Err(_) => s.failed.push((s.upto, seq)),
+                });
+            }
+        } else if committed {
+            // A FULL commit syncs the WAL, and with it every earlier frame.
+            synced.send_modify(|s| s.upto = seq);
         }
     }
     if let Some(s) = stop {
@@ -268,14 +385,15 @@ fn writer_loop(mut conn: Connection, mut rx: mpsc::Receiver<Msg>) {
     }
 }
 
-fn run_group(conn: &mut Connection, jobs: Vec<Box<dyn Job>>) {
+/// Runs and commits one group as transaction `seq`; `true` when the commit succeeded.
+fn run_group(conn: &mut Connection, jobs: Vec<Box<dyn Job>>, seq: u64) -> bool {
     let mut tx = match conn.transaction() {
         Ok(tx) => tx,
         Err(e) => {
             for job in jobs {
                 job.fail(format!("begin: {e}"));
             }
-            return;
+            return false;
         }
     };
     let mut completions: Vec<Completion> = Vec::with_capacity(jobs.len());
@@ -297,15 +415,69 @@ fn run_group(conn: &mut Connection, jobs: Vec<Box<dyn Job>>) {
         }
         completions.push(completion);
     }
-    let commit = tx.commit().map_err(|e| e.to_string());
+    let commit = tx.commit().map(|()| seq).map_err(|e| e.to_string());
+    let ok = commit.is_ok();
     for c in completions {
         c(commit.clone());
     }
+    ok
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(i: i64) -> audit::Entry {
+        audit::Entry {
+            at_ms: i,
+            kind: audit::Kind::Decision,
+            ..audit::Entry::default()
+        }
+    }
+
+    fn count(store: &Store) -> i64 {
+        let conn = store.reader.lock().unwrap();
+        conn.query_row("SELECT count(*) FROM command_audit", [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deferred_write_is_visible_at_once_and_durable_after_its_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
+        let before = count(&store);
+        let (_, token) = store
+            .write_deferred(|c| audit::append(c, row(1)))
+            .await
+            .unwrap();
+        assert_eq!(count(&store), before + 1, "committed and visible");
+        store.durable(token).await.expect("synced");
+        // A later FULL write and a later deferred one are durable too.
+        store.append(row(2)).await.unwrap();
+        let (_, later) = store
+            .write_deferred(|c| audit::append(c, row(3)))
+            .await
+            .unwrap();
+        store.durable(later).await.expect("synced");
+        store.durable(token).await.expect("still synced");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_deferred_write_whose_sync_failed_is_never_durable() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join(DB_FILE);
+        // The writer syncs a WAL path that does not exist: the sync fails.
+        let store = Store::open_syncing(&db, dir.path().join("missing/cmdgate.db-wal")).unwrap();
+        let (_, token) = store
+            .write_deferred(|c| audit::append(c, row(1)))
+            .await
+            .unwrap();
+        assert!(store.durable(token).await.is_err());
+        // A later FULL commit syncs the WAL, but a failed sync may have dropped the earlier
+        // pages: the deferred rows stay not durable.
+        store.append(row(2)).await.unwrap();
+        assert!(store.durable(token).await.is_err());
+    }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_appends_commit_in_groups_and_chain() {
