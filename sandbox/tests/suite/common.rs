@@ -130,3 +130,20 @@ pub fn tree_hash(root: &Path) -> String {
 pub fn show(run: &TestRun) -> String {
     format!("{run:#?}")
 }
+
+/// Whether any host process has `marker` in its command line.
+pub fn process_with(marker: &str) -> bool {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .replace('\0', " ")
+                        .contains(marker)
+                })
+                .unwrap_or(false)
+        })
+}

@@ -1,7 +1,7 @@
 //! The escape suite: each case tries to reach the host from inside the mirror, and asserts both
 //! that the host is untouched and that the attempt shows up in the run's report.
 
-use super::common::{self, Env};
+use super::common::{self, process_with, Env};
 use cmdgate_sandbox::{Area, Effect, TestRun};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -397,23 +397,6 @@ fn memory_hog_is_contained() {
         common::show(&run)
     );
     assert!(!run.clean);
-}
-
-/// Whether any host process has `marker` in its command line.
-fn process_with(marker: &str) -> bool {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(marker)
-                })
-                .unwrap_or(false)
-        })
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Lifecycle: the run dies with its helper or its parent, stale runs are swept, and without
 //! root the helper refuses instead of running anything unsandboxed.
 
-use super::common::Env;
+use super::common::{process_with, Env};
 use cmdgate_sandbox::cgroup::RunCgroup;
 use cmdgate_sandbox::protocol::{HelperReply, HelperRequest, ParentMessage};
 use cmdgate_sandbox::{Limits, Privilege};
@@ -49,21 +49,6 @@ fn eventually(what: &str, cond: impl Fn() -> bool) {
         assert!(Instant::now() < deadline, "never happened: {what}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn process_with(marker: &str) -> bool {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(marker)
-                })
-                .unwrap_or(false)
-        })
 }
 
 fn runs_dir_is_empty(env: &Env) -> bool {

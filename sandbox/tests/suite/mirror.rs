@@ -2,7 +2,7 @@
 //! upper dir is kept on the workspace's mount, the caller can kill the run, and the command is
 //! evaluated the way Claude Code's Bash tool does (aliases on, filtered environment).
 
-use crate::common::Env;
+use crate::common::{process_with, Env};
 use cmdgate_sandbox::mirror::{self, Finished, MirrorCommand};
 use cmdgate_sandbox::{Area, Effect, RunConfig};
 use std::io::{BufRead, BufReader, Read};
@@ -418,23 +418,6 @@ fn a_warm_helper_runs_with_the_mounts_and_secrets_of_its_run_not_of_its_preparat
     assert_ne!(run.run_id(), locks[0]);
     run.wait().expect("wait").kept.discard().expect("discard");
     fin.kept.discard().expect("discard");
-}
-
-/// Whether any host process has `marker` in its command line.
-fn process_with(marker: &str) -> bool {
-    std::fs::read_dir("/proc")
-        .expect("/proc")
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .replace('\0', " ")
-                        .contains(marker)
-                })
-                .unwrap_or(false)
-        })
 }
 
 /// Pid 1 hands the mirror's mount namespace and its fanotify group to the helper, which holds
