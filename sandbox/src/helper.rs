@@ -114,6 +114,9 @@ pub fn helper_main() -> ExitCode {
     // destroys the fanotify group here, off the run's critical path.
     drop(held);
     leave_cgroups(parent, parent_is_root && !mirrored, made.as_ref());
+    // A store operation's spent dirs (`trash`): removed before we exit, not left to the next
+    // start.
+    crate::trash::wait_idle();
     if sent {
         ExitCode::SUCCESS
     } else {

@@ -40,6 +40,7 @@ pub mod setup;
 pub mod store;
 pub mod syscall;
 pub mod tracked;
+pub mod trash;
 pub mod verdict;
 
 pub use config::{default_protected, HelperCommand, Limits, RunAs, RunConfig};

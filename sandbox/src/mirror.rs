@@ -202,7 +202,7 @@ impl KeptUpper {
         }
         let mut first = Ok(());
         for d in self.dirs() {
-            if let (Err(e), Ok(())) = (remove_tree(&d), &first) {
+            if let (Err(e), Ok(())) = (dispose(&d, &d), &first) {
                 first = Err(e);
             }
         }
@@ -281,6 +281,16 @@ pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+/// Remove `dir`, the kept run dir `run_dir` or a directory in it, off the caller's path: moved
+/// into its store's `trash/` and removed by the reaper (`trash::dispose`); in place when
+/// `run_dir` is not in a store's `runs/`.
+fn dispose(run_dir: &Path, dir: &Path) -> std::io::Result<()> {
+    match Store::of_run_dir(run_dir) {
+        Some(store) => crate::trash::dispose(dir, &store.trash()),
+        None => remove_tree(dir),
+    }
 }
 
 pub(crate) fn remove_tree(dir: &Path) -> std::io::Result<()> {
@@ -620,13 +630,20 @@ impl MirrorRun {
         };
         kept.meta.started = raw.started;
         kept.meta.killed = raw.killed;
-        // The overlays' work dirs are bookkeeping of the (gone) mounts, never part of a commit.
+        // The overlays' work dirs are bookkeeping of the (gone) mounts, never part of a commit:
+        // out of the run's dir now, removed off the run's path (`trash`).
         for d in kept.dirs() {
-            let _ = remove_tree(&d.join("work"));
+            let _ = dispose(&d, &d.join("work"));
         }
-        if let Err(e) = write_meta(&dir, &kept.meta) {
-            kept.done = false; // dropped below: discarded
-            return Err(SandboxError::Helper("kept run metadata".into(), e));
+        // The record a helper process finds the run by (`load_kept`): a non-root caller commits,
+        // discards and keeps through one. A root caller holds the run here, and a run without
+        // `keep_until` is discarded at the next start with or without a record (`recover`); a
+        // kept one gets its record from `keep_for`. No file to create and remove on the path.
+        if kept.helper.is_some() {
+            if let Err(e) = write_meta(&dir, &kept.meta) {
+                kept.done = false; // dropped below: discarded
+                return Err(SandboxError::Helper("kept run metadata".into(), e));
+            }
         }
         let killed = raw.killed;
         let run = judge(&self.config, raw, true);

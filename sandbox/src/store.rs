@@ -33,8 +33,8 @@ pub enum StoreError {
     Io(PathBuf, #[source] std::io::Error),
 }
 
-/// A mirror store: `runs/<id>` (kept upper dirs), `journal/<id>` (commit journals) and `pre/`
-/// (pre-images of kept `write=` trees on this mount).
+/// A mirror store: `runs/<id>` (kept upper dirs), `journal/<id>` (commit journals), `pre/`
+/// (pre-images of kept `write=` trees on this mount) and `trash/` (spent dirs being removed).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Store {
     /// The root-only directory (see the module docs for where).
@@ -54,6 +54,19 @@ impl Store {
     /// by their run's manifest in the workspace's store; never a journal of their own.
     pub fn pre(&self) -> PathBuf {
         self.root.join("pre")
+    }
+    /// `root/trash`: spent directories on their way out (`trash`): never read, removed by the
+    /// process that put them there or, after a crash, at the next start.
+    pub fn trash(&self) -> PathBuf {
+        self.root.join(crate::trash::TRASH)
+    }
+    /// The store whose `runs/` holds `run_dir` (a kept run's dir, the workspace's or a `write=`
+    /// tree's `<id>-w<n>`).
+    pub(crate) fn of_run_dir(run_dir: &Path) -> Option<Store> {
+        let runs = run_dir.parent()?;
+        (runs.file_name()? == "runs").then(|| Store {
+            root: runs.parent().map(Path::to_path_buf).unwrap_or_default(),
+        })
     }
 }
 
@@ -124,6 +137,7 @@ pub fn for_workspace(workspace: &Path, state_dir: &Path) -> Result<Store, StoreE
         store.runs(),
         store.journal(),
         store.pre(),
+        store.trash(),
     ] {
         root_only_dir(&dir)?;
     }

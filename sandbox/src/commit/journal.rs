@@ -740,11 +740,16 @@ pub struct RecoverReport {
     pub discarded: Vec<String>,
     /// Journals that could not be repaired (kept; named with the reason).
     pub failed: Vec<String>,
+    /// Spent dirs another process left in a store's `trash/` (it ended before removing them:
+    /// `trash`), removed.
+    #[serde(default)]
+    pub trash: Vec<String>,
 }
 
 /// At daemon start, before serving: repair the journal (roll back interrupted commits, finish
-/// interrupted undos) and discard the upper dirs of runs nobody will commit (not kept, helper
-/// gone). Never call it while this state dir has runs in flight.
+/// interrupted undos), discard the upper dirs of runs nobody will commit (not kept, helper
+/// gone) and empty the stores' `trash/` of what other processes left there. Never call it
+/// while this state dir has runs in flight.
 pub fn recover(state_dir: &Path) -> RecoverReport {
     let mut report = RecoverReport::default();
     for (_, jdir) in journal_dirs(state_dir) {
@@ -803,6 +808,7 @@ pub fn recover(state_dir: &Path) -> RecoverReport {
     }
     let now = crate::mirror::unix_now();
     for store in store::stores(state_dir) {
+        report.trash.extend(crate::trash::empty(&store.trash()));
         let Ok(rd) = std::fs::read_dir(store.runs()) else {
             continue;
         };

@@ -690,3 +690,74 @@ fn a_crash_mid_commit_of_a_write_path_is_rolled_back_everywhere() {
         .collect();
     let _ = (left, reg);
 }
+
+#[test]
+fn spent_dirs_leave_the_run_at_once_and_what_a_crash_left_in_the_trash_goes_at_start() {
+    let env = Env::new();
+    let store = cmdgate_sandbox::store::for_workspace(&env.ws.canonicalize().unwrap(), &env.state)
+        .expect("store");
+    let trash = store.trash();
+    // The overlay's work dir has left the run's dir by the time the run is judged: the run dir
+    // holds only what a commit reads (the upper dir; a root caller needs no record on disk).
+    let fin = run(&env, "echo new > landed");
+    let dir = fin.kept.dir();
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(left, ["upper"], "{}", dir.display());
+    commit_ok(fin);
+    assert_eq!(read(&env, "landed"), "new\n");
+    assert!(
+        !dir.exists(),
+        "the spent run dir left runs/ with the commit"
+    );
+    // This process's reaper removes what it moved to the trash.
+    cmdgate_sandbox::trash::wait_idle();
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
+    // A rolled-back run's upper dir goes the same way.
+    let fin = run(&env, "echo no > discarded");
+    let dir = fin.kept.dir();
+    fin.kept.discard().expect("discard");
+    assert!(!dir.exists());
+    cmdgate_sandbox::trash::wait_idle();
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
+    assert!(!env.ws.join("discarded").exists());
+    // What a process that died before its reaper was done left (named as `trash` names, with
+    // another pid: 2^22 is above any pid Linux hands out): a whole kept run, record and all,
+    // kept "for an hour". It is nobody's run:
+    // not listed, not loadable, never committed; the next start removes it.
+    let id = "r-left-by-a-crash";
+    let left = trash.join(format!("{id}.4194304.0"));
+    std::fs::create_dir_all(left.join("upper/sub")).unwrap();
+    std::fs::write(left.join("upper/sub/file"), "never committed\n").unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let meta = serde_json::json!({
+        "run_id": id,
+        "workspace": env.ws.canonicalize().unwrap(),
+        "started": [0, 0],
+        "killed": false,
+        "keep_until": now.as_secs() + 3600,
+        "extra": [],
+    });
+    std::fs::write(left.join("meta.json"), meta.to_string()).unwrap();
+    // The same record in `runs/` is a kept run (what makes the one in the trash nobody's).
+    let fin = run(&env, "echo kept > kept");
+    let kept_id = fin.kept.run_id().to_string();
+    fin.kept
+        .keep_for(std::time::Duration::from_secs(3600))
+        .expect("keep");
+    assert!(commit::kept_runs(&env.state)
+        .iter()
+        .any(|k| k.run_id == kept_id));
+    assert!(cmdgate_sandbox::mirror::load_kept(&env.state, id).is_err());
+    assert!(commit::kept_runs(&env.state).iter().all(|k| k.run_id != id));
+    cmdgate_sandbox::trash::wait_idle();
+    let report = commit::recover(&env.state);
+    assert_eq!(report.trash, [format!("{id}.4194304.0")], "{report:?}");
+    assert!(report.discarded.is_empty(), "{report:?}");
+    assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
+    assert!(!env.ws.join("sub").exists());
+}
