@@ -387,24 +387,24 @@ impl SecretPaths {
     /// The built-in table for `home`, plus the operator's `extra` patterns (`CMDGATE_SECRET_PATHS`,
     /// `secret_paths` in the daemon's config).
     pub fn builtin<S: AsRef<str>>(home: &str, extra: &[S]) -> SecretPaths {
-        // The table's text is borrowed, not copied: the hook compiles it on every call.
-        let mut patterns: Vec<Comp> = SECRET_PATTERNS.iter().copied().map(Comp::Table).collect();
-        patterns.extend(
-            extra
-                .iter()
-                .map(|p| Comp::Shared(std::sync::Arc::from(p.as_ref()))),
-        );
-        SecretPaths::compile(&patterns, home)
+        // The table itself was compiled at build time: only the home and `extra` are added.
+        let extra: Vec<Comp> = extra
+            .iter()
+            .map(|p| Comp::Shared(std::sync::Arc::from(p.as_ref())))
+            .collect();
+        SecretPaths::builtin_with(home, &extra)
     }
 
     /// [`SecretPaths::builtin`] for every home in `homes` (the agent's `$HOME` and its home in the
     /// password database, when they differ): what is secret under one is secret under the other.
     pub fn builtin_homes<S: AsRef<str>>(homes: &[&str], extra: &[S]) -> SecretPaths {
-        let mut patterns: Vec<&str> = SECRET_PATTERNS.to_vec();
-        patterns.extend(extra.iter().map(AsRef::as_ref));
-        let mut out = SecretPaths::new(&patterns, homes.first().copied().unwrap_or("/"));
-        for home in homes.iter().skip(1) {
-            out.add_home(&patterns, home);
+        let mut out = SecretPaths::builtin(homes.first().copied().unwrap_or("/"), extra);
+        if homes.len() > 1 {
+            let mut patterns: Vec<&str> = SECRET_PATTERNS.to_vec();
+            patterns.extend(extra.iter().map(AsRef::as_ref));
+            for home in homes.iter().skip(1) {
+                out.add_home(&patterns, home);
+            }
         }
         out
     }

@@ -345,17 +345,22 @@ fn dir() -> impl Strategy<Value = String> {
     ]
 }
 
-/// The built-in patterns, plus extra ones of generated shape (an operator's `secret_paths`).
-fn patterns() -> impl Strategy<Value = Vec<String>> {
-    let extra = prop_oneof![
+/// An extra pattern of generated shape (an operator's `secret_paths`).
+fn extra() -> impl Strategy<Value = String> {
+    prop_oneof![
         path(),
         path().prop_map(|p| format!("~/{p}")),
+        path().prop_map(|p| p.to_ascii_uppercase()),
         Just("~/".to_owned()),
         Just("/".to_owned()),
         Just("~".to_owned()),
         Just(String::new()),
-    ];
-    prop::collection::vec(extra, 0..4).prop_map(|extra| {
+    ]
+}
+
+/// The built-in patterns, plus extra ones.
+fn patterns() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(extra(), 0..4).prop_map(|extra| {
         let mut all: Vec<String> = SECRET_PATTERNS.iter().map(|p| (*p).to_owned()).collect();
         all.extend(extra);
         all
@@ -410,31 +415,46 @@ proptest! {
         );
     }
 
-    /// The built-in table as the hook and the daemon compile it (`builtin`, `builtin_homes`),
-    /// against the reference on the same patterns.
+    /// The built-in table as the hook and the daemon compile it (`builtin`, `builtin_homes`:
+    /// laid out at build time, then the homes and the operator's extra patterns added), against
+    /// the reference on the same patterns, and against the same list compiled at run time
+    /// (`SecretPaths::new`): every part equal.
     #[test]
     fn the_builtin_compile_answers_as_the_linear_one(
         home in dir(),
         second in prop::option::of(dir()),
+        extra in prop::collection::vec(extra(), 0..3),
         paths in prop::collection::vec(path(), 1..8),
         cwds in prop::collection::vec(dir(), 0..2),
         glob in any::<bool>(),
     ) {
-        let table: Vec<String> = SECRET_PATTERNS.iter().map(|p| (*p).to_owned()).collect();
+        let mut table: Vec<String> = SECRET_PATTERNS.iter().map(|p| (*p).to_owned()).collect();
+        table.extend(extra.iter().cloned());
+        let mut compiled = SecretPaths::new(&table, &home);
         let (indexed, linear) = match &second {
             Some(s) => {
                 let mut l = reference::Linear::new(&table, &home);
                 l.add_home(&table, s);
-                (SecretPaths::builtin_homes::<&str>(&[&home, s], &[]), l)
+                compiled.add_home(&table, s);
+                (SecretPaths::builtin_homes(&[&home, s], &extra), l)
             }
             None => (
-                SecretPaths::builtin::<&str>(&home, &[]),
+                SecretPaths::builtin(&home, &extra),
                 reference::Linear::new(&table, &home),
             ),
         };
+        prop_assert_eq!(format!("{indexed:?}"), format!("{compiled:?}"));
         for p in &paths {
             prop_assert_eq!(indexed.matches(p, &cwds, glob), linear.matches(p, &cwds, glob), "matches({:?}, {:?}, {})", p, cwds, glob);
             prop_assert_eq!(indexed.tree_holds_anchored(p, glob), linear.tree_holds_anchored(p, glob), "tree({:?})", p);
+            let last = p.rsplit('/').next().unwrap_or_default();
+            prop_assert_eq!(indexed.secret_name(last), linear.secret_name(last), "secret_name({:?})", last);
+            prop_assert_eq!(indexed.name_may_match(last), linear.name_may_match(last), "name_may_match({:?})", last);
+            prop_assert_eq!(
+                tails(indexed.tails_after(last).map(|t| t.iter().map(|c| c.to_string()).collect())),
+                tails(linear.tails_after(last).into_iter()),
+                "tails_after({:?})", last
+            );
         }
     }
 }

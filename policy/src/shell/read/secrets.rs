@@ -7,6 +7,7 @@
 //! every file they could match. Symlinks cannot be seen without IO: a link to a secret is not
 //! caught. The list itself is [`crate::secrets::SECRET_TABLE`].
 
+use std::borrow::Cow;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -95,7 +96,7 @@ const BUCKETS: usize = 64;
 
 /// One anchored pattern: its components below the home directory (or below `/`) as a range of
 /// [`SecretPaths::comps`], and where it is anchored.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Anchor {
     start: u32,
     len: u32,
@@ -113,7 +114,7 @@ struct Anchor {
 struct Index {
     /// Anchors in the bucket of their first component.
     at: Chains,
-    wild: Vec<u32>,
+    wild: Cow<'static, [u32]>,
 }
 
 fn bucket(c: &str) -> usize {
@@ -140,14 +141,14 @@ fn bucket_folded(c: &[u8]) -> usize {
 #[derive(Debug, Clone)]
 struct Chains {
     heads: [u32; BUCKETS],
-    next: Vec<u32>,
+    next: Cow<'static, [u32]>,
 }
 
 impl Default for Chains {
     fn default() -> Chains {
         Chains {
             heads: [NONE; BUCKETS],
-            next: Vec::new(),
+            next: Cow::Borrowed(&[]),
         }
     }
 }
@@ -156,13 +157,14 @@ impl Chains {
     /// Puts the next item (index `next.len()`) in bucket `b`.
     fn push(&mut self, b: usize) {
         let i = self.next.len() as u32;
-        self.next.push(self.heads[b]);
+        let before = self.heads[b];
+        self.next.to_mut().push(before);
         self.heads[b] = i;
     }
 
     /// Gives the next item no bucket.
     fn skip(&mut self) {
-        self.next.push(NONE);
+        self.next.to_mut().push(NONE);
     }
 
     /// The items of bucket `b`.
@@ -186,7 +188,7 @@ fn wild(s: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct SecretPaths {
     /// The components of every anchored pattern's tail, one after another.
-    comps: Vec<Comp>,
+    comps: Cow<'static, [Comp]>,
     /// The home directories' components: the first is the one compiled for, the others come from
     /// [`SecretPaths::add_home`].
     homes: Vec<Vec<Comp>>,
@@ -196,11 +198,11 @@ pub struct SecretPaths {
     /// (`../.ssh/id_rsa`); a `/…` pattern's tail is only looked for in a relative path from an
     /// unknown directory, or one that climbs (`../../etc/shadow`): a path known to be elsewhere
     /// (`/home/me/proj/root`, or `root` in a known cwd) is judged by the anchored pattern alone.
-    anchors: Vec<Anchor>,
+    anchors: Cow<'static, [Anchor]>,
     /// The anchors by the first component of their tail.
     index: Index,
     /// File-name patterns matched against every component (lower case).
-    names: Vec<Comp>,
+    names: Cow<'static, [Comp]>,
     /// The same patterns sorted by shape, for the literal case on the hook's fast path.
     shapes: NameShapes,
 }
@@ -212,17 +214,17 @@ pub struct SecretPaths {
 #[derive(Debug, Clone, Default)]
 struct NameShapes {
     /// No wildcard: the whole name.
-    exact: Vec<Comp>,
+    exact: Cow<'static, [Comp]>,
     exact_at: Chains,
     /// `*` then literal text (`*.pem`): the literal suffix.
-    suffix: Vec<Comp>,
+    suffix: Cow<'static, [Comp]>,
     suffix_at: Chains,
     /// Literal text then `*` (`.env.*`): the literal prefix.
-    prefix: Vec<Comp>,
+    prefix: Cow<'static, [Comp]>,
     prefix_at: Chains,
     /// Anything else (`client_secret*.json`, `?`), and an empty suffix (`*`), tried for every
     /// name.
-    general: Vec<Comp>,
+    general: Cow<'static, [Comp]>,
 }
 
 /// The bucket of a name's (or pattern's) last or first byte, folded; `None` for an empty one.
@@ -239,23 +241,23 @@ impl NameShapes {
         };
         if !wild(n) {
             self.exact_at.push(bucket_folded(n.as_bytes()));
-            self.exact.push(n.clone());
+            self.exact.to_mut().push(n.clone());
         } else if let Some(b) = n
             .strip_prefix('*')
             .filter(|r| !wild(r))
             .and_then(|r| byte_bucket(r.as_bytes().last()))
         {
             self.suffix_at.push(b);
-            self.suffix.push(part(1, n.len()));
+            self.suffix.to_mut().push(part(1, n.len()));
         } else if let Some(b) = n
             .strip_suffix('*')
             .filter(|r| !wild(r))
             .and_then(|r| byte_bucket(r.as_bytes().first()))
         {
             self.prefix_at.push(b);
-            self.prefix.push(part(0, n.len() - 1));
+            self.prefix.to_mut().push(part(0, n.len() - 1));
         } else {
-            self.general.push(n.clone());
+            self.general.to_mut().push(n.clone());
         }
     }
 
@@ -309,26 +311,61 @@ impl SecretPaths {
     /// [`SecretPaths::new`] for patterns that may borrow the built-in table's text.
     pub(crate) fn compile(patterns: &[Comp], home: &str) -> SecretPaths {
         let mut out = SecretPaths {
-            comps: Vec::with_capacity(patterns.len() * 2),
+            comps: Cow::Owned(Vec::with_capacity(patterns.len() * 2)),
             homes: Vec::new(),
-            anchors: Vec::with_capacity(patterns.len()),
+            anchors: Cow::Owned(Vec::with_capacity(patterns.len())),
             index: Index::default(),
-            names: Vec::with_capacity(patterns.len()),
+            names: Cow::Owned(Vec::with_capacity(patterns.len())),
             shapes: NameShapes::default(),
         };
         out.push_home(home);
         for p in patterns {
-            if p.starts_with("~/") {
-                out.push_anchor(&tail_of(p, 2), Some(0));
-            } else if p.starts_with('/') {
-                out.push_anchor(p, None);
-            } else if !p.is_empty() {
-                let lower = lower_of(p);
-                out.shapes.add(&lower);
-                out.names.push(lower);
-            }
+            out.push_pattern(p);
         }
         out
+    }
+
+    /// The built-in table ([`crate::secrets::SECRET_PATTERNS`], compiled at build time by
+    /// [`built`]) for `home`, then `extra` as [`SecretPaths::compile`] adds them: the same list,
+    /// without the compile on every call (`policy/tests/it/secret_index.rs` compares the two).
+    pub(crate) fn builtin_with(home: &str, extra: &[Comp]) -> SecretPaths {
+        let mut out = SecretPaths {
+            comps: Cow::Borrowed(&built::COMPS),
+            homes: Vec::with_capacity(1),
+            anchors: Cow::Borrowed(&built::ANCHORS),
+            index: Index {
+                at: built::ANCHORS_AT,
+                wild: Cow::Borrowed(&built::WILD),
+            },
+            names: Cow::Borrowed(&built::NAMES),
+            shapes: NameShapes {
+                exact: Cow::Borrowed(&built::EXACT),
+                exact_at: built::EXACT_AT,
+                suffix: Cow::Borrowed(&built::SUFFIX),
+                suffix_at: built::SUFFIX_AT,
+                prefix: Cow::Borrowed(&built::PREFIX),
+                prefix_at: built::PREFIX_AT,
+                general: Cow::Borrowed(&built::GENERAL),
+            },
+        };
+        out.push_home(home);
+        for p in extra {
+            out.push_pattern(p);
+        }
+        out
+    }
+
+    /// Adds one pattern of the list being compiled (anchored at the first home).
+    fn push_pattern(&mut self, p: &Comp) {
+        if p.starts_with("~/") {
+            self.push_anchor(&tail_of(p, 2), Some(0));
+        } else if p.starts_with('/') {
+            self.push_anchor(p, None);
+        } else if !p.is_empty() {
+            let lower = lower_of(p);
+            self.shapes.add(&lower);
+            self.names.to_mut().push(lower);
+        }
     }
 
     fn push_home(&mut self, home: &str) {
@@ -341,10 +378,10 @@ impl SecretPaths {
     /// pattern), at home `home` (`None`: at `/`).
     fn push_anchor(&mut self, tail: &Comp, home: Option<usize>) {
         let start = self.comps.len();
-        push_comps(tail, &mut self.comps);
+        push_comps(tail, self.comps.to_mut());
         let len = self.comps.len() - start;
         let at = self.anchors.len() as u32;
-        self.anchors.push(Anchor {
+        self.anchors.to_mut().push(Anchor {
             start: start as u32,
             len: len as u32,
             home: home.map(|h| h as u32),
@@ -353,7 +390,7 @@ impl SecretPaths {
             Some(first) if !wild(first) => self.index.at.push(bucket(first)),
             _ => {
                 self.index.at.skip();
-                self.index.wild.push(at);
+                self.index.wild.to_mut().push(at);
             }
         }
     }
@@ -737,4 +774,492 @@ fn literal_matches_as(a: &[u8], b: &[u8], fold: impl Fn(u8) -> u8) -> bool {
         }
     }
     b[j..].iter().all(|&c| c == b'*')
+}
+
+/// The built-in table ([`crate::secrets::SECRET_PATTERNS`]) compiled at build time: what
+/// [`SecretPaths::compile`] makes of it, less the home directory, as `static` data (`const fn`s
+/// doing the compile's steps: components, anchors and their buckets, lower-cased names by shape
+/// and their buckets). The hook answers one call per process, where compiling the table cost
+/// more than anything else of a fast-path read but the parse; `SecretPaths::builtin` borrows
+/// this instead. `policy/tests/it/secret_index.rs` checks that both compiles are equal.
+mod built {
+    use super::{Anchor, Chains, Comp, BUCKETS, NONE};
+    use crate::secrets::SECRET_PATTERNS as P;
+    use std::borrow::Cow;
+
+    /// Where a pattern's tail starts and where it is anchored; a name pattern is not anchored.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        /// `~/…`: the tail after the `~/`.
+        Home,
+        /// `/…`: all of it.
+        Root,
+        /// Any other non-empty pattern.
+        Name,
+        /// The empty pattern: nothing.
+        Empty,
+    }
+
+    const fn kind(p: &str) -> Kind {
+        let b = p.as_bytes();
+        if b.len() >= 2 && b[0] == b'~' && b[1] == b'/' {
+            Kind::Home
+        } else if !b.is_empty() && b[0] == b'/' {
+            Kind::Root
+        } else if b.is_empty() {
+            Kind::Empty
+        } else {
+            Kind::Name
+        }
+    }
+
+    /// `s[start..end]`, at `/` or `*` boundaries (ASCII: always characters' boundaries).
+    const fn sub(s: &'static str, start: usize, end: usize) -> &'static str {
+        sub_bytes(s.as_bytes(), start, end)
+    }
+
+    const fn sub_bytes(b: &'static [u8], start: usize, end: usize) -> &'static str {
+        let (head, _) = b.split_at(end);
+        let (_, part) = head.split_at(start);
+        match std::str::from_utf8(part) {
+            Ok(s) => s,
+            Err(_) => panic!("a secret pattern split inside a character"),
+        }
+    }
+
+    /// The tail of an anchored pattern (`super::tail_of`).
+    const fn tail(p: &'static str) -> &'static str {
+        match kind(p) {
+            Kind::Home => sub(p, 2, p.len()),
+            _ => p,
+        }
+    }
+
+    const fn wild(b: &[u8]) -> bool {
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'*' || b[i] == b'?' {
+                return true;
+            }
+            i += 1;
+        }
+        false
+    }
+
+    /// The `n`-th component of `t` as (start, end) (`super::push_comps`: no empty ones, no `.`),
+    /// or `None` past the last.
+    const fn comp(t: &[u8], n: usize) -> Option<(usize, usize)> {
+        let mut seen = 0;
+        let mut start = 0;
+        let mut i = 0;
+        while i <= t.len() {
+            if i == t.len() || t[i] == b'/' {
+                let len = i - start;
+                if len > 0 && !(len == 1 && t[start] == b'.') {
+                    if seen == n {
+                        return Some((start, i));
+                    }
+                    seen += 1;
+                }
+                start = i + 1;
+            }
+            i += 1;
+        }
+        None
+    }
+
+    const fn comp_count(t: &[u8]) -> usize {
+        let mut n = 0;
+        while comp(t, n).is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    const fn anchored(p: &str) -> bool {
+        matches!(kind(p), Kind::Home | Kind::Root)
+    }
+
+    const fn count_anchors() -> (usize, usize) {
+        let (mut anchors, mut comps) = (0, 0);
+        let mut i = 0;
+        while i < P.len() {
+            if anchored(P[i]) {
+                anchors += 1;
+                comps += comp_count(tail(P[i]).as_bytes());
+            }
+            i += 1;
+        }
+        (anchors, comps)
+    }
+
+    const N_ANCHORS: usize = count_anchors().0;
+    const N_COMPS: usize = count_anchors().1;
+
+    /// Filler of the arrays before they are written.
+    const EMPTY: Comp = Comp::Table("");
+
+    /// Sets `a[i]` (an assignment would drop the old value, which a `const fn` cannot).
+    const fn put(a: &mut [Comp], i: usize, c: Comp) {
+        std::mem::forget(std::mem::replace(&mut a[i], c));
+    }
+
+    const fn make_comps() -> [Comp; N_COMPS] {
+        let mut out = [EMPTY; N_COMPS];
+        let mut k = 0;
+        let mut i = 0;
+        while i < P.len() {
+            if anchored(P[i]) {
+                let t = tail(P[i]);
+                let mut n = 0;
+                while let Some((start, end)) = comp(t.as_bytes(), n) {
+                    put(&mut out, k, Comp::Table(sub(t, start, end)));
+                    k += 1;
+                    n += 1;
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    const fn make_anchors() -> [Anchor; N_ANCHORS] {
+        let mut out = [Anchor {
+            start: 0,
+            len: 0,
+            home: None,
+        }; N_ANCHORS];
+        let (mut k, mut start) = (0, 0);
+        let mut i = 0;
+        while i < P.len() {
+            if anchored(P[i]) {
+                let len = comp_count(tail(P[i]).as_bytes());
+                out[k] = Anchor {
+                    start: start as u32,
+                    len: len as u32,
+                    home: match kind(P[i]) {
+                        Kind::Home => Some(0),
+                        _ => None,
+                    },
+                };
+                start += len;
+                k += 1;
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// `super::bucket` of `b`, folded or not.
+    const fn hash(b: &[u8], fold: bool) -> usize {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut i = 0;
+        while i < b.len() {
+            let c = if fold {
+                b[i].to_ascii_lowercase()
+            } else {
+                b[i]
+            };
+            h ^= c as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+            i += 1;
+        }
+        (h as usize) & (BUCKETS - 1)
+    }
+
+    /// The index in the table of each anchored pattern.
+    const fn make_anchored() -> [usize; N_ANCHORS] {
+        let mut out = [0; N_ANCHORS];
+        let (mut k, mut i) = (0, 0);
+        while i < P.len() {
+            if anchored(P[i]) {
+                out[k] = i;
+                k += 1;
+            }
+            i += 1;
+        }
+        out
+    }
+
+    const ANCHORED: [usize; N_ANCHORS] = make_anchored();
+
+    /// The first component of anchor `k`'s tail when it has one without a wildcard (it is in a
+    /// bucket).
+    const fn first_of(k: usize) -> Option<&'static [u8]> {
+        let t = tail(P[ANCHORED[k]]).as_bytes();
+        match comp(t, 0) {
+            Some((start, end)) if !wild(sub_bytes(t, start, end).as_bytes()) => {
+                Some(sub_bytes(t, start, end).as_bytes())
+            }
+            _ => None,
+        }
+    }
+
+    const fn count_wild() -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < N_ANCHORS {
+            if first_of(i).is_none() {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    const N_WILD: usize = count_wild();
+
+    const fn make_wild() -> [u32; N_WILD] {
+        let mut out = [0; N_WILD];
+        let (mut k, mut i) = (0, 0);
+        while i < N_ANCHORS {
+            if first_of(i).is_none() {
+                out[k] = i as u32;
+                k += 1;
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// `super::Chains` of `n` items with buckets `b[i]` (`NONE`: skipped).
+    const fn chain<const N: usize>(b: &[usize; N]) -> ([u32; BUCKETS], [u32; N]) {
+        let mut heads = [NONE; BUCKETS];
+        let mut next = [NONE; N];
+        let mut i = 0;
+        while i < N {
+            if b[i] != NONE as usize {
+                next[i] = heads[b[i]];
+                heads[b[i]] = i as u32;
+            }
+            i += 1;
+        }
+        (heads, next)
+    }
+
+    const fn anchor_buckets() -> [usize; N_ANCHORS] {
+        let mut out = [NONE as usize; N_ANCHORS];
+        let mut i = 0;
+        while i < N_ANCHORS {
+            if let Some(first) = first_of(i) {
+                out[i] = hash(first, false);
+            }
+            i += 1;
+        }
+        out
+    }
+
+    const ANCHOR_CHAINS: ([u32; BUCKETS], [u32; N_ANCHORS]) = chain(&anchor_buckets());
+    static ANCHOR_NEXT: [u32; N_ANCHORS] = ANCHOR_CHAINS.1;
+
+    // Names: every name pattern lower-cased into one buffer (`super::lower_of`).
+    const fn name_bytes() -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < P.len() {
+            if matches!(kind(P[i]), Kind::Name) {
+                n += P[i].len();
+            }
+            i += 1;
+        }
+        n
+    }
+
+    const fn name_count() -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < P.len() {
+            if matches!(kind(P[i]), Kind::Name) {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    const N_NAME_BYTES: usize = name_bytes();
+    const N_NAMES: usize = name_count();
+
+    const fn lowered() -> [u8; N_NAME_BYTES] {
+        let mut out = [0; N_NAME_BYTES];
+        let mut k = 0;
+        let mut i = 0;
+        while i < P.len() {
+            if matches!(kind(P[i]), Kind::Name) {
+                let b = P[i].as_bytes();
+                let mut j = 0;
+                while j < b.len() {
+                    out[k] = b[j].to_ascii_lowercase();
+                    k += 1;
+                    j += 1;
+                }
+            }
+            i += 1;
+        }
+        out
+    }
+
+    const LOWERED: &[u8; N_NAME_BYTES] = &lowered();
+
+    /// The lower-cased names as (start, end) in [`LOWERED`].
+    const fn name_spans() -> [(usize, usize); N_NAMES] {
+        let mut out = [(0, 0); N_NAMES];
+        let (mut k, mut at) = (0, 0);
+        let mut i = 0;
+        while i < P.len() {
+            if matches!(kind(P[i]), Kind::Name) {
+                out[k] = (at, at + P[i].len());
+                at += P[i].len();
+                k += 1;
+            }
+            i += 1;
+        }
+        out
+    }
+
+    const SPANS: [(usize, usize); N_NAMES] = name_spans();
+
+    const fn name(i: usize) -> &'static [u8] {
+        sub_bytes(LOWERED, SPANS[i].0, SPANS[i].1).as_bytes()
+    }
+
+    /// `super::NameShapes::add`: the shape of a lower-cased name, and the part of it kept.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Shape {
+        Exact,
+        Suffix,
+        Prefix,
+        General,
+    }
+
+    const fn shape(n: &[u8]) -> Shape {
+        if !wild(n) {
+            return Shape::Exact;
+        }
+        if !n.is_empty() && n[0] == b'*' && n.len() > 1 && !wild(n.split_at(1).1) {
+            return Shape::Suffix;
+        }
+        if !n.is_empty()
+            && n[n.len() - 1] == b'*'
+            && n.len() > 1
+            && !wild(n.split_at(n.len() - 1).0)
+        {
+            return Shape::Prefix;
+        }
+        Shape::General
+    }
+
+    const fn shape_count(s: Shape) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < N_NAMES {
+            if same(shape(name(i)), s) {
+                n += 1;
+            }
+            i += 1;
+        }
+        n
+    }
+
+    const N_EXACT: usize = shape_count(Shape::Exact);
+    const N_SUFFIX: usize = shape_count(Shape::Suffix);
+    const N_PREFIX: usize = shape_count(Shape::Prefix);
+    const N_GENERAL: usize = shape_count(Shape::General);
+
+    const fn same(a: Shape, b: Shape) -> bool {
+        a as u8 == b as u8
+    }
+
+    /// The part of name `n` of shape `s` that is kept: without the `*` of a suffix or prefix.
+    const fn kept(n: &'static [u8], s: Shape) -> &'static [u8] {
+        let (start, end) = match s {
+            Shape::Suffix => (1, n.len()),
+            Shape::Prefix => (0, n.len() - 1),
+            _ => (0, n.len()),
+        };
+        sub_bytes(n, start, end).as_bytes()
+    }
+
+    /// The names of shape `s`, their kept parts.
+    const fn of_shape<const N: usize>(s: Shape) -> [Comp; N] {
+        let mut out = [EMPTY; N];
+        let (mut k, mut i) = (0, 0);
+        while i < N_NAMES {
+            if same(shape(name(i)), s) {
+                let kept = kept(name(i), s);
+                put(&mut out, k, Comp::Table(sub_bytes(kept, 0, kept.len())));
+                k += 1;
+            }
+            i += 1;
+        }
+        out
+    }
+
+    /// The buckets of the names of shape `s` (`super::NameShapes::add`).
+    const fn buckets_of_shape<const N: usize>(s: Shape) -> [usize; N] {
+        let mut at = [NONE as usize; N];
+        let (mut k, mut i) = (0, 0);
+        while i < N_NAMES {
+            if same(shape(name(i)), s) {
+                let b = kept(name(i), s);
+                at[k] = match s {
+                    Shape::Exact => hash(b, true),
+                    Shape::Suffix => (b[b.len() - 1].to_ascii_lowercase() as usize) & (BUCKETS - 1),
+                    Shape::Prefix => (b[0].to_ascii_lowercase() as usize) & (BUCKETS - 1),
+                    Shape::General => NONE as usize,
+                };
+                k += 1;
+            }
+            i += 1;
+        }
+        at
+    }
+
+    const fn make_names() -> [Comp; N_NAMES] {
+        let mut out = [EMPTY; N_NAMES];
+        let mut i = 0;
+        while i < N_NAMES {
+            put(
+                &mut out,
+                i,
+                Comp::Table(sub_bytes(name(i), 0, name(i).len())),
+            );
+            i += 1;
+        }
+        out
+    }
+
+    pub(super) static COMPS: [Comp; N_COMPS] = make_comps();
+    pub(super) static ANCHORS: [Anchor; N_ANCHORS] = make_anchors();
+    pub(super) static WILD: [u32; N_WILD] = make_wild();
+    pub(super) const ANCHORS_AT: Chains = Chains {
+        heads: ANCHOR_CHAINS.0,
+        next: Cow::Borrowed(&ANCHOR_NEXT),
+    };
+    pub(super) static NAMES: [Comp; N_NAMES] = make_names();
+
+    pub(super) static EXACT: [Comp; N_EXACT] = of_shape(Shape::Exact);
+    pub(super) static SUFFIX: [Comp; N_SUFFIX] = of_shape(Shape::Suffix);
+    pub(super) static PREFIX: [Comp; N_PREFIX] = of_shape(Shape::Prefix);
+    pub(super) static GENERAL: [Comp; N_GENERAL] = of_shape(Shape::General);
+    const EXACT_CHAINS: ([u32; BUCKETS], [u32; N_EXACT]) = chain(&buckets_of_shape(Shape::Exact));
+    const SUFFIX_CHAINS: ([u32; BUCKETS], [u32; N_SUFFIX]) =
+        chain(&buckets_of_shape(Shape::Suffix));
+    const PREFIX_CHAINS: ([u32; BUCKETS], [u32; N_PREFIX]) =
+        chain(&buckets_of_shape(Shape::Prefix));
+    static EXACT_NEXT: [u32; N_EXACT] = EXACT_CHAINS.1;
+    static SUFFIX_NEXT: [u32; N_SUFFIX] = SUFFIX_CHAINS.1;
+    static PREFIX_NEXT: [u32; N_PREFIX] = PREFIX_CHAINS.1;
+    pub(super) const EXACT_AT: Chains = Chains {
+        heads: EXACT_CHAINS.0,
+        next: Cow::Borrowed(&EXACT_NEXT),
+    };
+    pub(super) const SUFFIX_AT: Chains = Chains {
+        heads: SUFFIX_CHAINS.0,
+        next: Cow::Borrowed(&SUFFIX_NEXT),
+    };
+    pub(super) const PREFIX_AT: Chains = Chains {
+        heads: PREFIX_CHAINS.0,
+        next: Cow::Borrowed(&PREFIX_NEXT),
+    };
 }
