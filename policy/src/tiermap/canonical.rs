@@ -28,7 +28,21 @@ pub(crate) fn is_trailer_like(line: &str) -> bool {
 /// The lines of `text` as canonicalisation sees them: split at LF, trailing CRs removed. Line `i`
 /// of the result is line `i + 1` of the file.
 pub(crate) fn lines(text: &str) -> Vec<&str> {
-    text.split('\n').map(|l| l.trim_end_matches('\r')).collect()
+    // `text.split('\n')`, found with SIMD (the hook splits the project's map on every Bash call:
+    // a `char` search cost ~5 instructions a byte, a sixth of the call's look at the map).
+    let b = text.as_bytes();
+    let mut out = Vec::with_capacity(memchr::memchr_iter(b'\n', b).count() + 1);
+    let mut start = 0;
+    for end in memchr::memchr_iter(b'\n', b).chain([b.len()]) {
+        let mut line = &b[start..end];
+        while let [rest @ .., b'\r'] = line {
+            line = rest;
+        }
+        // Cut before an LF and CRs (ASCII): at a character boundary.
+        out.push(&text[start..start + line.len()]);
+        start = end + 1;
+    }
+    out
 }
 
 /// How many leading lines survive canonicalisation (trailing empty and trailer-like lines removed).
@@ -103,5 +117,40 @@ impl fmt::Display for ContentHash {
             write!(f, "{b:02x}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lines;
+    use proptest::prelude::*;
+
+    /// What `lines` must equal: split at LF, every trailing CR removed.
+    fn reference(text: &str) -> Vec<&str> {
+        text.split('\n').map(|l| l.trim_end_matches('\r')).collect()
+    }
+
+    #[test]
+    fn lines_of_edge_cases() {
+        for text in [
+            "",
+            "\n",
+            "\r",
+            "\r\n",
+            "a\r\r\n\rb\r",
+            "\n\n",
+            "a",
+            "é\r\né",
+            "\r\r\r",
+        ] {
+            assert_eq!(lines(text), reference(text), "{text:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn lines_split_as_the_char_search_did(text in "[a\r\n é#-]{0,80}") {
+            prop_assert_eq!(lines(&text), reference(&text));
+        }
     }
 }
