@@ -37,16 +37,22 @@ extern "C" fn main(
     _argc: std::ffi::c_int,
     _argv: *const *const std::ffi::c_char,
 ) -> std::ffi::c_int {
-    match hook_main() {
-        Exit::Success => 0,
-        Exit::Blocked => 2,
-    }
+    hook_main().code()
 }
 
 /// How the process ends: 0, or 2 (Claude Code blocks the call and shows stderr to the model).
 enum Exit {
     Success,
     Blocked,
+}
+
+impl Exit {
+    fn code(&self) -> std::ffi::c_int {
+        match self {
+            Exit::Success => 0,
+            Exit::Blocked => 2,
+        }
+    }
 }
 
 fn hook_main() -> Exit {
@@ -92,7 +98,7 @@ fn hook_main() -> Exit {
             }
         }
     }
-    match (wrote, &answer) {
+    let exit = match (wrote, &answer) {
         // stdout is gone: for a decision, exit 2 makes Claude Code block the call (stderr goes to
         // the model) instead of reading "no output" as "no decision".
         (
@@ -100,7 +106,11 @@ fn hook_main() -> Exit {
             Answer::Decision { .. } | Answer::Rewrite { .. } | Answer::StepAside { .. },
         ) => Exit::Blocked,
         _ => Exit::Success,
-    }
+    };
+    // The answer is written (one raw `write(2)`) and each spool record appended and its file
+    // closed: nothing still owned here does anything at drop but free memory, which the exit
+    // returns anyway. Ending the process now skips those frees (the configuration, the answer).
+    std::process::exit(exit.code())
 }
 
 /// Everything between stdin and the answer. Returns the answer and the spool entries to write.

@@ -53,9 +53,21 @@ impl Hasher for WordHash {
 }
 
 /// `lstat` results of one call, by path.
-#[derive(Default)]
 pub struct Memo {
     seen: RefCell<HashMap<String, Kept, BuildHasherDefault<WordHash>>>,
+}
+
+impl Default for Memo {
+    /// Sized for a simple command's walks (`ls -la` looks up ~25 paths, each once): no rehash
+    /// on the way (four of them cost ~5 k instructions of a fast-path read).
+    fn default() -> Memo {
+        Memo {
+            seen: RefCell::new(HashMap::with_capacity_and_hasher(
+                32,
+                BuildHasherDefault::default(),
+            )),
+        }
+    }
 }
 
 impl Memo {
