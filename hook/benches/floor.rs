@@ -4,7 +4,9 @@
 //! replay record is read), daemon absent (the denial is the fail-closed path). Alternating runs
 //! (floor, hook, floor, hook …), medians and their ratio in the same run, peak RSS from
 //! `/usr/bin/time -f %M`; with `HOOK_BENCH_CALLGRIND=1` also the instructions of one run of each
-//! under callgrind (independent of machine load). Prints a Markdown table for docs/benchmarks.md.
+//! under callgrind (independent of machine load). Prints a Markdown table for docs/benchmarks.md,
+//! then what one minor page fault and one `statx` cost on this machine (a small static C program),
+//! the units of what the hook still does beyond the floor, and the load average at the end.
 //!
 //! Run: `cargo bench -p cmdgate-hook --bench floor` (`HOOK_BENCH_RUNS=N`, default 400;
 //! `HOOK_BENCH_BIN=path` to measure another build of the hook, e.g. the one `cargo build
@@ -51,6 +53,68 @@ int main(void) {
     return 0;
 }
 "#;
+
+/// What one unit of the hook's remaining excess over the floor costs in this machine: a minor page
+/// fault (an anonymous page's first touch, and a private file page's first write: the static-PIE
+/// relocation's kind), and one `statx` of a path (what each of cmdgate's own paths costs to
+/// resolve). Medians of 201 rounds of 64 (16 for file pages).
+const COST_C: &str = r#"#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+int main(int argc, char **argv) {
+    enum { REPS = 201, PAGES = 64, FILE_PAGES = 16, STATS = 64 };
+    static double anon[REPS], file[REPS], stx[REPS];
+    for (int r = 0; r < REPS; r++) {
+        char *p = mmap(0, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        double t0 = now();
+        for (int i = 0; i < PAGES; i++) p[i * 4096] = 1;
+        anon[r] = (now() - t0) / PAGES;
+        munmap(p, PAGES * 4096);
+        int fd = open(argv[0], O_RDONLY);
+        char *q = mmap(0, FILE_PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        t0 = now();
+        for (int i = 0; i < FILE_PAGES; i++) q[i * 4096] ^= 1;
+        file[r] = (now() - t0) / FILE_PAGES;
+        munmap(q, FILE_PAGES * 4096);
+        close(fd);
+        struct statx sx;
+        t0 = now();
+        for (int i = 0; i < STATS; i++) statx(AT_FDCWD, argv[1], AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx);
+        stx[r] = (now() - t0) / STATS;
+    }
+    qsort(anon, REPS, sizeof *anon, cmp); qsort(file, REPS, sizeof *file, cmp); qsort(stx, REPS, sizeof *stx, cmp);
+    printf("%.0f %.0f %.0f\n", anon[REPS / 2], file[REPS / 2], stx[REPS / 2]);
+    return 0;
+}
+"#;
+
+/// Builds and runs [`COST_C`] in `dir` (`statx` of `path`): nanoseconds of an anonymous fault, a
+/// file page's copy-on-write fault and a `statx`.
+fn unit_costs(dir: &Path, path: &Path) -> Option<(u64, u64, u64)> {
+    let src = dir.join("cost.c");
+    let bin = dir.join("cost");
+    std::fs::write(&src, COST_C).ok()?;
+    let built = Command::new("cc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .ok()?;
+    if !built.success() {
+        return None;
+    }
+    let out = Command::new(&bin).arg(path).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut v = text.split_whitespace().filter_map(|n| n.parse().ok());
+    Some((v.next()?, v.next()?, v.next()?))
+}
 
 fn run_once(program: &Path, env: &[(String, String)], stdin: &[u8]) -> (Duration, Vec<u8>) {
     let start = Instant::now();
@@ -294,4 +358,19 @@ fn main() {
             );
         }
     }
+    match unit_costs(root, &work.join(tiermap::FILE_NAME)) {
+        Some((anon, file, statx)) => println!(
+            "\nThis machine: a minor fault {anon} ns (anonymous page, first touch), {file} ns (a \
+             private file page's first write, as a relocation makes); one statx {statx} ns."
+        ),
+        None => println!("\n(the unit costs need cc and a static libc)"),
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "load average at the end: {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
 }
