@@ -12,6 +12,9 @@
 //! the answer anyway. Errors are kept by their OS error number and rebuilt as the same
 //! `io::Error`, so an unresolvable path stays unresolvable (never an allow).
 //!
+//! A path one component below a directory some walk already reached resolves from there
+//! (`kernel::resolve_below`): the same answer without asking about each prefix again.
+//!
 //! The hook has the same memo (`hook/src/memo.rs`, with an unkeyed hash: one process per call,
 //! the agent can only slow itself). The daemon keeps std's keyed hasher: the keys are the agent's paths and
 //! the table lives in a process every session shares.
@@ -90,6 +93,22 @@ impl Memo {
 
 impl PathResolver for Memo {
     fn resolve(&self, path: &str) -> Resolution {
+        // A path one plain component below a directory a walk of this judgement already reached
+        // starts from there (`kernel::resolve_below`, as the hook's memo does): every key is a
+        // prefix a walk resolved (only `resolve` asks `lstat`), and one whose answer is a
+        // directory (`lstat`, so not a link) holds no link and no `.`, `..` or empty component,
+        // so the whole walk of `dir/name` would reach `dir` first. cmdgate's own files in the
+        // config and data directories and each word in the project cost one lookup in the memo
+        // instead of one per component.
+        if let Some((dir, name)) = path.rsplit_once('/') {
+            let plain = !matches!(name, "" | "." | "..");
+            let walked_dir = plain
+                && !dir.is_empty()
+                && matches!(self.seen.borrow().get(dir), Some(Kept::Meta(m)) if m.is_dir());
+            if walked_dir {
+                return super::kernel::resolve_below(dir, name, &|p| self.lstat(p));
+            }
+        }
         super::kernel::resolve_with(path, &|p| self.lstat(p))
     }
 }
@@ -151,6 +170,14 @@ mod tests {
         "a/../rel/c",
         "abs/c/../g",
         "a/f/..",
+        // Below directories walked before: a file, its hard link, a link, missing, and names
+        // that are not one plain component.
+        "a/none",
+        "a/b/",
+        "a/b/.",
+        "a/b/..",
+        "a/b/../../rel",
+        "a/b/c/",
     ];
 
     /// Every answer the memo gives is the kernel resolver's: first ask, repeated asks, and asks
