@@ -230,6 +230,8 @@ impl Engine {
             }
             engine.announce_kept(&issued, &outcome);
             let _ = tx.send(Frame::End(end).encode()).await;
+            drop(tx);
+            engine.runs.prepare_next(&issued);
         });
         Ok(rx)
     }

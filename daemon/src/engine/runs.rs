@@ -60,7 +60,7 @@ pub struct Runs {
     scope: MirrorScope,
     /// `[network]`: the proxy of runs whose entry lists hosts (`engine/proxy.rs`).
     network: NetworkConfig,
-    /// A helper prepared for the next run (refilled after each start, off its critical path):
+    /// A helper prepared for the next run (refilled once a run's end frame is sent, off its path):
     /// its exec and cgroup joins are not paid while the agent waits.
     warm: Arc<mirror::Warm>,
 }
@@ -225,7 +225,6 @@ impl Runs {
         };
         let started = Instant::now();
         let warm = self.warm.clone();
-        let refill = cfg.clone();
         let mut run = match tokio::task::spawn_blocking(move || {
             mirror::start_with(&warm, &cfg, &cmd)
         })
@@ -304,11 +303,19 @@ impl Runs {
             .detail(&issued.plan.key, issued.classification.as_deref());
         note_masked_opens(issued, &effects, &mut outcome, &mut detail);
         outcome.detail = detail;
-        // The next run's helper, prepared now that this one's command is done (not beside it:
-        // two cores). A failure only means the next run prepares its own.
-        let warm = self.warm.clone();
-        tokio::task::spawn_blocking(move || warm.fill(&refill));
         outcome
+    }
+
+    /// Prepare the next run's helper (`mirror::Warm`): called once a run's end frame is sent, so
+    /// that neither its command (two cores) nor its end — the judgement, the commit, the audit
+    /// row the client waits for — shares the CPU with the helper's exec and cgroup joins. A
+    /// failure only means the next run prepares its own.
+    pub fn prepare_next(&self, issued: &Issued) {
+        if self.unavailable.is_some() {
+            return;
+        }
+        let (warm, cfg) = (self.warm.clone(), self.run_config(issued));
+        tokio::task::spawn_blocking(move || warm.fill(&cfg));
     }
 
     /// The proxy of a run whose entry lists hosts. Its listener arrives from the run's pid 1
