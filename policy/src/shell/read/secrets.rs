@@ -22,6 +22,12 @@ use crate::secrets::NOT_SECRET_NAMES;
 pub enum Comp {
     /// Text of the built-in table.
     Table(&'static str),
+    /// `SECRET_PATTERNS[pat][start..end]`: the built-in table's text as the build-time compile
+    /// ([`built`]) keeps it, by offsets: `static` data without pointers needs no relocation at
+    /// the start of a static-PIE hook (a pointer per component would be written on every call).
+    Built { pat: u16, start: u16, end: u16 },
+    /// The build-time compile's lower-cased names, by offsets in one text.
+    Lower { start: u16, end: u16 },
     /// Text made at run time.
     Shared(Arc<str>),
 }
@@ -31,6 +37,10 @@ impl Deref for Comp {
     fn deref(&self) -> &str {
         match self {
             Comp::Table(s) => s,
+            Comp::Built { pat, start, end } => {
+                &built::PATTERNS[usize::from(*pat)][usize::from(*start)..usize::from(*end)]
+            }
+            Comp::Lower { start, end } => &built::LOWER[usize::from(*start)..usize::from(*end)],
             Comp::Shared(s) => s,
         }
     }
@@ -63,7 +73,7 @@ fn push_comps(p: &Comp, out: &mut Vec<Comp>) {
             if !c.is_empty() && c != b"." {
                 out.push(match p {
                     Comp::Table(t) => Comp::Table(&t[start..i]),
-                    Comp::Shared(_) => Comp::Shared(Arc::from(&text[start..i])),
+                    _ => Comp::Shared(Arc::from(&text[start..i])),
                 });
             }
             start = i + 1;
@@ -85,7 +95,7 @@ fn lower_of(p: &Comp) -> Comp {
 fn tail_of(p: &Comp, n: usize) -> Comp {
     match p {
         Comp::Table(s) => Comp::Table(&s[n..]),
-        Comp::Shared(s) => Comp::Shared(Arc::from(&s[n..])),
+        _ => Comp::Shared(Arc::from(&p[n..])),
     }
 }
 
@@ -237,7 +247,7 @@ impl NameShapes {
         // The part after or before the `*`, borrowed like the whole.
         let part = |start: usize, end: usize| match n {
             Comp::Table(s) => Comp::Table(&s[start..end]),
-            Comp::Shared(s) => Comp::Shared(Arc::from(&s[start..end])),
+            _ => Comp::Shared(Arc::from(&n[start..end])),
         };
         if !wild(n) {
             self.exact_at.push(bucket_folded(n.as_bytes()));
@@ -897,7 +907,7 @@ mod built {
     const N_COMPS: usize = count_anchors().1;
 
     /// Filler of the arrays before they are written.
-    const EMPTY: Comp = Comp::Table("");
+    const EMPTY: Comp = Comp::Lower { start: 0, end: 0 };
 
     /// Sets `a[i]` (an assignment would drop the old value, which a `const fn` cannot).
     const fn put(a: &mut [Comp], i: usize, c: Comp) {
@@ -911,9 +921,16 @@ mod built {
         while i < P.len() {
             if anchored(P[i]) {
                 let t = tail(P[i]);
+                // Where the tail starts in the pattern.
+                let at = P[i].len() - t.len();
                 let mut n = 0;
                 while let Some((start, end)) = comp(t.as_bytes(), n) {
-                    put(&mut out, k, Comp::Table(sub(t, start, end)));
+                    let c = Comp::Built {
+                        pat: i as u16,
+                        start: (at + start) as u16,
+                        end: (at + end) as u16,
+                    };
+                    put(&mut out, k, c);
                     k += 1;
                     n += 1;
                 }
@@ -1100,6 +1117,19 @@ mod built {
     }
 
     const LOWERED: &[u8; N_NAME_BYTES] = &lowered();
+    /// The lower-cased names' text, what [`Comp::Lower`] points into.
+    pub(super) static LOWER: &str = sub_bytes(LOWERED, 0, N_NAME_BYTES);
+    /// The table's patterns, what [`Comp::Built`] points into.
+    pub(super) static PATTERNS: &[&str] = P;
+    // Offsets fit a `u16`.
+    const _: () = assert!(P.len() <= u16::MAX as usize && N_NAME_BYTES <= u16::MAX as usize);
+    const _: () = {
+        let mut i = 0;
+        while i < P.len() {
+            assert!(P[i].len() <= u16::MAX as usize);
+            i += 1;
+        }
+    };
 
     /// The lower-cased names as (start, end) in [`LOWERED`].
     const fn name_spans() -> [(usize, usize); N_NAMES] {
@@ -1186,8 +1216,16 @@ mod built {
         let (mut k, mut i) = (0, 0);
         while i < N_NAMES {
             if same(shape(name(i)), s) {
-                let kept = kept(name(i), s);
-                put(&mut out, k, Comp::Table(sub_bytes(kept, 0, kept.len())));
+                let (start, end) = match s {
+                    Shape::Suffix => (SPANS[i].0 + 1, SPANS[i].1),
+                    Shape::Prefix => (SPANS[i].0, SPANS[i].1 - 1),
+                    _ => SPANS[i],
+                };
+                let c = Comp::Lower {
+                    start: start as u16,
+                    end: end as u16,
+                };
+                put(&mut out, k, c);
                 k += 1;
             }
             i += 1;
@@ -1219,11 +1257,11 @@ mod built {
         let mut out = [EMPTY; N_NAMES];
         let mut i = 0;
         while i < N_NAMES {
-            put(
-                &mut out,
-                i,
-                Comp::Table(sub_bytes(name(i), 0, name(i).len())),
-            );
+            let c = Comp::Lower {
+                start: SPANS[i].0 as u16,
+                end: SPANS[i].1 as u16,
+            };
+            put(&mut out, i, c);
             i += 1;
         }
         out
