@@ -277,7 +277,9 @@ impl Runs {
             Err(e) => return failed(issued, run_id, format!("the run thread failed: {e}")),
         };
         let client_gone = tx.is_closed();
-        let limit = self.run_config(issued).limits.timeout;
+        // The run's limit as `run_config` set it (not the whole config again: its scope parses
+        // the command).
+        let limit = run_limit(issued.plan.options.timeout, self.config.run_limit_secs);
         let mut detail = run_detail(
             &run_id,
             &finished,
