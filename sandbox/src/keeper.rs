@@ -141,21 +141,42 @@ pub fn call(helper: &HelperCommand, op: StoreOp) -> Result<StoreReply, String> {
     if let Some(out) = child.stdout.take() {
         let _ = BufReader::new(out).read_line(&mut answer);
     }
-    let output = child
-        .wait_with_output()
-        .map_err(|e| format!("the mirror helper {name}: {e}"))?;
-    match serde_json::from_str::<HelperReply>(&answer) {
+    let reply = serde_json::from_str::<HelperReply>(&answer);
+    let output = match reply {
+        // Answered: the operation is done. What the helper does before it exits — removing
+        // the spent dirs it moved to the store's trash (`trash`) — need not hold up the
+        // caller: it is reaped (and its stderr drained) on a thread.
+        Ok(_) => {
+            let reaped = std::thread::Builder::new()
+                .name("store-helper-reap".into())
+                .spawn(move || child.wait_with_output());
+            if let Err(e) = reaped {
+                eprintln!("cmdgate: reaping the mirror helper {name}: {e}");
+            }
+            None
+        }
+        Err(_) => Some(
+            child
+                .wait_with_output()
+                .map_err(|e| format!("the mirror helper {name}: {e}"))?,
+        ),
+    };
+    match reply {
         Ok(HelperReply::Store(reply)) => Ok(reply),
         Ok(HelperReply::Failed { stage, message }) => Err(format!("{stage}: {message}")),
         Ok(other) => Err(format!(
             "the mirror helper answered {other:?} to a store operation"
         )),
-        Err(_) => Err(format!(
-            "the mirror helper {name} gave no answer (sent: {}, status {}, stderr: {})",
-            sent.map_or("no stdin".into(), |r| format!("{r:?}")),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        )),
+        Err(_) => {
+            let (status, stderr) = output
+                .map(|o| (o.status.to_string(), o.stderr))
+                .unwrap_or_default();
+            Err(format!(
+                "the mirror helper {name} gave no answer (sent: {}, status {status}, stderr: {})",
+                sent.map_or("no stdin".into(), |r| format!("{r:?}")),
+                String::from_utf8_lossy(&stderr).trim()
+            ))
+        }
     }
 }
 
