@@ -109,8 +109,8 @@ fn validate(req: &DecideRequest) -> Result<Validated, String> {
 }
 
 /// Step 2: the project root (git root of cwd unless the hook named it) and the canonical cwd.
-/// Both read the file system: this runs on the blocking pool (`Engine::prepare`), never on the
-/// async runtime.
+/// Both read the file system: this runs off the runtime's workers (`off_runtime`, from
+/// `Engine::prepare`), never on the async runtime.
 /// In system mode the hook's `CLAUDE_PROJECT_DIR` counts only when it holds the cwd: the agent's
 /// environment (a settings file's `env`) must not borrow another project's map and rules for a
 /// command that runs here; otherwise the project is found from the cwd alone.
@@ -132,7 +132,7 @@ fn canonicalise(cwd: PathBuf, claude_dir: Option<PathBuf>, mode: Mode) -> Place 
     }
 }
 
-/// Steps 2–4 as one trip to the blocking pool finds them: with the tier map and the keys
+/// Steps 2–4 as one trip off the runtime's workers finds them: with the tier map and the keys
 /// unchanged since they were verified (their stamps), the rules current and the breaker free,
 /// the snapshot is taken and the policy judges in that same trip; otherwise the map is loaded on
 /// the runtime (audited events, store reads) and the policy judges in a second trip.
@@ -191,7 +191,8 @@ impl Facts {
     }
 }
 
-/// What the policy needs from the engine for one judgement, owned (it runs on the blocking pool).
+/// What the policy needs from the engine for one judgement, owned (it runs off the runtime's
+/// workers).
 /// The model reviewer's re-check judges with it too.
 pub(crate) struct Judge {
     pub(crate) tool: Tool,
@@ -217,8 +218,8 @@ pub(crate) struct Judge {
 /// links in every component, hard links, cmdgate's own files under any spelling. `~` is the
 /// agent's `$HOME` as the hook saw it (its shell expands `~` with it), else the password
 /// database's home for its uid. The resolution, the password database and the listing of a
-/// searched directory read the system: this runs on the blocking pool. Returns the step and the
-/// agent's home. Each path is looked up once per judgement (`engine::memo`, made here and
+/// searched directory read the system: this runs off the runtime's workers. Returns the step and
+/// the agent's home. Each path is looked up once per judgement (`engine::memo`, made here and
 /// dropped with the step: nothing is remembered from one decision to the next).
 pub(crate) fn judge(j: Judge) -> (Step, String) {
     judge_with(j, &crate::engine::memo::Memo::default())
@@ -393,6 +394,42 @@ fn breaker_signal(decision: &Decision, learn: &Option<(String, LearnEvent)>) -> 
     }
 }
 
+/// Runs a decision's file-system work (canonicalise, stamps, judgement) where blocking does not
+/// hold up the async runtime. On a worker of the multi-threaded runtime (the daemon's),
+/// `block_in_place` first gives this worker's queue and I/O driver to another thread, so every
+/// other task goes on being served there, then runs `f` on this thread: the decision does not
+/// wait for a pool thread to wake and for its answer to wake the runtime again (the blocking
+/// pool's two wake-ups on the critical path, about a tenth of a routed decision's time:
+/// docs/benchmarks.md, "issue 12, session 8"). Elsewhere (a current-thread runtime: unit tests)
+/// `f` goes to the blocking pool. A panic in `f` is an `Err` either way, never an unwound task.
+/// What runs here cannot be cut short by the decide deadline: `prepare` refuses a judgement
+/// that ended after it.
+async fn off_runtime<R, F>(f: F) -> Result<R, String>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    let multi =
+        Handle::try_current().is_ok_and(|h| h.runtime_flavor() == RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                format!("it panicked: {what}")
+            })
+        })
+    } else {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
 impl Engine {
     /// Decides one request within the daemon's deadline (a deny when it cannot), then holds an
     /// "ask" for the operator in background mode.
@@ -520,7 +557,7 @@ impl Engine {
             packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
         };
         let prepared = self
-            .prepare(req, claude_dir, facts, &mut entry, now)
+            .prepare(req, claude_dir, facts, &mut entry, now, started)
             .await?;
         let Prepared {
             place,
@@ -634,10 +671,12 @@ impl Engine {
     }
 
     /// Steps 2–4: the place, one coherent snapshot and the policy's step. Every file-system call
-    /// runs on the blocking pool, and a decision under an unchanged tier map makes one trip there
-    /// (canonicalise, the keys' and map's stamps, the cached snapshot, the judgement); a map to
-    /// (re)load, stale rules or a busy lock take the waiting path: `snapshot`, then a second trip
-    /// to judge. `entry` gets the place as soon as it is known. `Ok(Err(why))` refuses the request.
+    /// runs off the runtime's workers (`off_runtime`), and a decision under an unchanged tier map
+    /// makes one such trip (canonicalise, the keys' and map's stamps, the cached snapshot, the
+    /// judgement); a map to (re)load, stale rules or a busy lock take the waiting path:
+    /// `snapshot`, then a second trip to judge. `entry` gets the place as soon as it is known.
+    /// `Ok(Err(why))` refuses the request, and so does a judgement that ended after the decide
+    /// deadline (it ran on this task's thread, where the deadline could not cut it short).
     async fn prepare(
         &self,
         req: &DecideRequest,
@@ -645,13 +684,14 @@ impl Engine {
         facts: Facts,
         entry: &mut Entry,
         now: UnixMillis,
+        started: Instant,
     ) -> Result<Result<Prepared, String>, EngineError> {
         let session = req.agent.session_id.clone();
         let (cwd, mode) = (PathBuf::from(&req.cwd), self.paths.locations.mode);
         // Rules that must be reloaded first are the waiting path's (`snapshot` reloads them).
         let rules = (!self.rules.is_stale()).then(|| self.rules.current());
         let engine = self.me.upgrade();
-        let trip = tokio::task::spawn_blocking(move || {
+        let trip = off_runtime(move || {
             let place = canonicalise(cwd, claude_dir, mode);
             let Some(engine) = engine else {
                 return Trip::Load {
@@ -698,6 +738,9 @@ impl Engine {
             Ok(t) => t,
             Err(e) => return Ok(Err(format!("the request could not be judged ({e})"))),
         };
+        if let Some(late) = self.past_deadline(started) {
+            return Ok(Err(late));
+        }
         let (place, stamps, facts) = match trip {
             Trip::Judged {
                 place,
@@ -730,7 +773,11 @@ impl Engine {
             Err(why) => return Ok(Err(why)),
         };
         let judge_input = facts.judge(&place, &coherent);
-        match tokio::task::spawn_blocking(move || judge(judge_input)).await {
+        let judged = off_runtime(move || judge(judge_input)).await;
+        if let Some(late) = self.past_deadline(started) {
+            return Ok(Err(late));
+        }
+        match judged {
             Ok((step, home)) => Ok(Ok(Prepared {
                 place,
                 coherent,
@@ -739,6 +786,18 @@ impl Engine {
             })),
             Err(e) => Ok(Err(format!("the policy could not judge the request ({e})"))),
         }
+    }
+
+    /// The refusal of a decision whose judgement ended after the decide deadline: the same
+    /// reason the deadline's own deny gives.
+    fn past_deadline(&self, started: Instant) -> Option<String> {
+        let budget = self.config.decide_deadline();
+        (started.elapsed() >= budget).then(|| {
+            format!(
+                "no decision within the daemon's {} ms deadline",
+                budget.as_millis()
+            )
+        })
     }
 
     /// Step 3, the waiting path: the project's tier map (a new, rejected or replayed map is
@@ -1282,5 +1341,60 @@ mod tests {
         std::os::unix::fs::symlink(dir.path().join("home/.bashrc"), &notes).unwrap();
         let (second, _) = judge(judgement(&w, "Write", &input));
         assert_eq!(verb(&second), "ask", "{second:?}");
+    }
+
+    /// A judgement that blocks on the runtime's only worker does not hold up the runtime: the
+    /// worker's queue moves to another thread first (`block_in_place`), so a task spawned
+    /// before it still runs and unblocks it. Without the hand-over this waits in vain and fails.
+    #[test]
+    fn blocking_work_leaves_the_runtime_serving() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let got = runtime.block_on(async {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+            // Spawned on the one worker, waiting for the judgement to start.
+            tokio::spawn(async move {
+                let _ = go_rx.await;
+                let _ = tx.send("served");
+            });
+            tokio::spawn(async move {
+                off_runtime(move || {
+                    let _ = go_tx.send(());
+                    rx.recv_timeout(Duration::from_secs(60))
+                })
+                .await
+            })
+            .await
+            .unwrap()
+        });
+        assert_eq!(got, Ok(Ok("served")));
+    }
+
+    /// A panic in the blocking work is an error of the step (an audited deny), on either kind
+    /// of runtime, never an unwound task.
+    #[test]
+    fn a_panic_in_blocking_work_is_an_error() {
+        for multi in [true, false] {
+            let runtime = if multi {
+                tokio::runtime::Builder::new_multi_thread().build()
+            } else {
+                tokio::runtime::Builder::new_current_thread().build()
+            }
+            .unwrap();
+            let got = runtime.block_on(async {
+                tokio::spawn(off_runtime(|| -> u8 { panic!("a judgement panicked") }))
+                    .await
+                    .unwrap()
+            });
+            let err = got.expect_err("a panic is an error");
+            assert!(err.contains("panic"), "{multi}: {err}");
+            // And an answer is an answer.
+            let ok = runtime.block_on(async { tokio::spawn(off_runtime(|| 7u8)).await.unwrap() });
+            assert_eq!(ok, Ok(7), "{multi}");
+        }
     }
 }

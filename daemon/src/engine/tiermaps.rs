@@ -316,8 +316,8 @@ impl TierMaps {
     }
 
     /// The stamps of the pinned keys and of `root`'s map: file-system calls, so the caller runs
-    /// this off the async runtime (the decision pipeline takes them in the same trip to the
-    /// blocking pool as its other file-system work).
+    /// this off the async runtime (the decision pipeline takes them in the same trip off the
+    /// runtime's workers as its other file-system work, `decide::off_runtime`).
     pub(crate) fn stamps(&self, root: &Path) -> Stamps {
         stamps_of(&self.keys_path, root)
     }
