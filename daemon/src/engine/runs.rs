@@ -163,6 +163,12 @@ impl Runs {
         self.keeper.clone()
     }
 
+    /// A run's time limit (`run_limit`): what `run_config` sets, without building the whole
+    /// config (its scope parses the command).
+    fn limit_of(&self, issued: &Issued) -> Duration {
+        run_limit(issued.plan.options.timeout, self.config.run_limit_secs)
+    }
+
     fn run_config(&self, issued: &Issued) -> RunConfig {
         let mut cfg = RunConfig::new(
             issued.project.clone(),
@@ -170,7 +176,7 @@ impl Runs {
             self.helper.clone(),
         );
         let options = &issued.plan.options;
-        cfg.limits.timeout = run_limit(options.timeout, self.config.run_limit_secs);
+        cfg.limits.timeout = self.limit_of(issued);
         cfg.limits.memory_bytes = self.config.memory_bytes;
         cfg.limits.pids = self.config.pids;
         cfg.limits.cpu_millis = self.config.cpu_millis;
@@ -277,9 +283,7 @@ impl Runs {
             Err(e) => return failed(issued, run_id, format!("the run thread failed: {e}")),
         };
         let client_gone = tx.is_closed();
-        // The run's limit as `run_config` set it (not the whole config again: its scope parses
-        // the command).
-        let limit = run_limit(issued.plan.options.timeout, self.config.run_limit_secs);
+        let limit = self.limit_of(issued);
         let mut detail = run_detail(
             &run_id,
             &finished,
@@ -408,7 +412,7 @@ impl Runs {
                      longer, ask the user for a `timeout=` on its tier-map entry or a larger \
                      `[sandbox] run_limit_secs`.",
                     issued.command,
-                    self.run_config(issued).limits.timeout.as_secs()
+                    self.limit_of(issued).as_secs()
                 ),
                 None,
             )
