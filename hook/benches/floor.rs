@@ -1,19 +1,30 @@
 //! Whole-process benchmark of the hook against the floor any hook can reach: a static C program
 //! that reads its stdin and prints `{}`. Same stdin, a signed starter `CLAUDE_CMDS.md` in the
 //! project with its key pinned and its revision published (the normal case: tier 0 vouches, the
-//! replay record is read), daemon absent (the denial is the fail-closed path). Alternating runs
-//! (floor, hook, floor, hook …), medians and their ratio in the same run, peak RSS from
-//! `/usr/bin/time -f %M`; with `HOOK_BENCH_CALLGRIND=1` also the instructions of one run of each
-//! under callgrind (independent of machine load). Prints a Markdown table for docs/benchmarks.md,
-//! then what one minor page fault and one `statx` cost on this machine (a small static C program),
-//! the units of what the hook still does beyond the floor, and the load average at the end.
+//! replay record is read), daemon absent (the denial is the fail-closed path).
 //!
-//! Run: `cargo bench -p cmdgate-hook --bench floor` (`HOOK_BENCH_RUNS=N`, default 400;
-//! `HOOK_BENCH_BIN=path` to measure another build of the hook, e.g. the one `cargo build
-//! --release` made, or `path:path…` to measure several in the same runs (floor, first, second …
-//! in turn, a row each), for a before/after on a loaded machine; `HOOK_BENCH_DIR=dir` builds the project there and keeps it, with each case's
-//! stdin as `case-N.json` and its environment as `env`, for `strace` or `perf` by hand). Needs
-//! `cc` with a static libc (`libc6-dev`).
+//! Each round runs every program once (the floor and each hook) in an order taken from a balanced
+//! Latin square (`orders`): every program runs in every slot and right after every other program
+//! equally often. A process started right after a hook pays part of that hook's exit (~10–30 µs;
+//! docs/benchmarks.md, "A fair order"), so a fixed order favours whichever build follows the
+//! floor. Reports per-build medians, the median of the per-round paired ratios (and differences)
+//! against the floor, with several hooks the per-round ratio to hook 1, and then each program's
+//! median per slot of the round and per program run just before (the effects the order cancels).
+//! Peak RSS from `/usr/bin/time -f %M`; with `HOOK_BENCH_CALLGRIND=1` also the instructions of one
+//! run of each under callgrind (independent of machine load). Prints Markdown for
+//! docs/benchmarks.md, then what one minor page fault and one `statx` cost on this machine (a small
+//! static C program) and the load average at the end.
+//!
+//! Run: `cargo bench -p cmdgate-hook --bench floor`. Variables: `HOOK_BENCH_RUNS=N` rounds
+//! (default 400); `HOOK_BENCH_BIN=path` another build of the hook (`path arg…` with arguments),
+//! `path:path…` several in the same rounds, a row each (a before/after on a loaded machine);
+//! `HOOK_BENCH_SPLIT=1` adds, before the hooks, a minimal static-PIE Rust program and the first
+//! hook with an unknown argument (its start without the work), to split the time over the floor;
+//! `HOOK_BENCH_ORDER=fixed` the old order (floor, hook 1, hook 2 … in every round);
+//! `HOOK_BENCH_GAP_US=N` a sleep before each run (to see the position effect go);
+//! `HOOK_BENCH_DIR=dir` builds the project there and keeps it, with each case's stdin as
+//! `case-N.json` and its environment as `env`, for `strace` or `perf` by hand. Needs `cc` with a
+//! static libc (`libc6-dev`), and `rustc` for the split.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -116,9 +127,36 @@ fn unit_costs(dir: &Path, path: &Path) -> Option<(u64, u64, u64)> {
     Some((v.next()?, v.next()?, v.next()?))
 }
 
-fn run_once(program: &Path, env: &[(String, String)], stdin: &[u8]) -> (Duration, Vec<u8>) {
+/// A program to time: a path and its arguments (`HOOK_BENCH_BIN` entries are split on spaces).
+#[derive(Clone)]
+struct Prog {
+    path: PathBuf,
+    args: Vec<String>,
+}
+
+impl Prog {
+    fn parse(entry: &str) -> Prog {
+        let mut words = entry.split_whitespace();
+        Prog {
+            path: PathBuf::from(words.next().unwrap_or_default()),
+            args: words.map(str::to_string).collect(),
+        }
+    }
+
+    fn show(&self) -> String {
+        let mut s = self.path.display().to_string();
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(a);
+        }
+        s
+    }
+}
+
+fn run_once(program: &Prog, env: &[(String, String)], stdin: &[u8]) -> (Duration, Vec<u8>) {
     let start = Instant::now();
-    let mut child = Command::new(program)
+    let mut child = Command::new(&program.path)
+        .args(&program.args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
@@ -138,25 +176,21 @@ fn run_once(program: &Path, env: &[(String, String)], stdin: &[u8]) -> (Duration
         .expect("read");
     let status = child.wait().expect("wait");
     let took = start.elapsed();
-    assert!(status.success(), "{} exited {status:?}", program.display());
+    assert!(status.success(), "{} exited {status:?}", program.show());
     (took, out)
-}
-
-fn median(v: &mut [Duration]) -> Duration {
-    v.sort();
-    v[v.len() / 2]
 }
 
 /// Runs `program` under `wrapper` (`/usr/bin/time -f %M`, callgrind) and returns its stderr.
 fn wrapped(
     wrapper: &[&str],
-    program: &Path,
+    program: &Prog,
     env: &[(String, String)],
     stdin: &[u8],
 ) -> Option<String> {
     let mut child = Command::new(wrapper[0])
         .args(&wrapper[1..])
-        .arg(program)
+        .arg(&program.path)
+        .args(&program.args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::piped())
@@ -171,7 +205,7 @@ fn wrapped(
     Some(String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-fn peak_rss_kib(program: &Path, env: &[(String, String)], stdin: &[u8]) -> Option<u64> {
+fn peak_rss_kib(program: &Prog, env: &[(String, String)], stdin: &[u8]) -> Option<u64> {
     wrapped(&["/usr/bin/time", "-f", "%M"], program, env, stdin)?
         .lines()
         .last()?
@@ -182,7 +216,7 @@ fn peak_rss_kib(program: &Path, env: &[(String, String)], stdin: &[u8]) -> Optio
 
 /// Instructions executed by one run (callgrind's `Collected`), all threads; the profile goes to
 /// `$HOOK_BENCH_CALLGRIND_OUT` (for `callgrind_annotate`), else nowhere.
-fn instructions(program: &Path, env: &[(String, String)], stdin: &[u8]) -> Option<u64> {
+fn instructions(program: &Prog, env: &[(String, String)], stdin: &[u8]) -> Option<u64> {
     let err = wrapped(
         &[
             "valgrind",
@@ -200,8 +234,53 @@ fn instructions(program: &Path, env: &[(String, String)], stdin: &[u8]) -> Optio
     line.rsplit(':').next()?.trim().parse().ok()
 }
 
-fn us(d: Duration) -> String {
-    format!("{:.0} µs", d.as_secs_f64() * 1e6)
+/// The least a Rust hook built like this one costs: `#![no_main]` (as the hook), reads stdin to its
+/// end with std and writes `{}` with one `write(2)`; built by `rustc` with the `hook` profile's
+/// settings (LTO, one codegen unit, `panic = "abort"`, stripped) and linked static-PIE
+/// (`+crt-static`), as `.ci/build-release` builds the hook.
+const RUST_MIN: &str = r#"#![no_main]
+use std::io::Read;
+extern "C" {
+    fn write(fd: i32, buf: *const u8, n: usize) -> isize;
+}
+#[no_mangle]
+extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
+    let mut buf = Vec::new();
+    let _ = std::io::stdin().lock().read_to_end(&mut buf);
+    // SAFETY: a valid buffer of 3 bytes.
+    unsafe { write(1, b"{}\n".as_ptr(), 3) };
+    0
+}
+"#;
+
+/// Builds [`RUST_MIN`] in `dir` (`None` without `rustc`).
+fn build_rust_min(dir: &Path) -> Option<PathBuf> {
+    let src = dir.join("rust_min.rs");
+    let bin = dir.join("rust-min");
+    std::fs::write(&src, RUST_MIN).ok()?;
+    let host = String::from_utf8(Command::new("rustc").arg("-vV").output().ok()?.stdout).ok()?;
+    let host = host
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))?
+        .to_string();
+    let built = Command::new("rustc")
+        .args([
+            "--edition",
+            "2021",
+            "-C",
+            "opt-level=3",
+            "-C",
+            "panic=abort",
+            "-C",
+            "lto",
+        ])
+        .args(["-C", "codegen-units=1", "-C", "strip=symbols"])
+        .args(["-C", "target-feature=+crt-static", "--target", &host, "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .ok()?;
+    built.success().then_some(bin)
 }
 
 /// Builds the floor program (static) in `dir`.
@@ -249,23 +328,66 @@ fn signed_project(root: &Path, work: &Path) {
     std::fs::write(root.join("data/tiermap-revisions"), record).expect("revisions");
 }
 
+/// The order of the programs in each round: a Williams design (a balanced Latin square) over the
+/// `n` programs (floor first, then each hook). Over its rows every program runs in every position
+/// equally often and directly after every other program equally often, so neither a slot of the
+/// round nor the program that ran just before favours one build. `n` rows for an even `n`, `2n`
+/// (each row and its reverse) for an odd one. `HOOK_BENCH_ORDER=fixed` keeps the old order (floor,
+/// hook 1, hook 2 … in every round) to show the position effect.
+fn orders(n: usize, fixed: bool) -> Vec<Vec<usize>> {
+    if fixed || n == 1 {
+        return vec![(0..n).collect()];
+    }
+    // First row 0, 1, n-1, 2, n-2 …; row r adds r to each (mod n).
+    let mut first = vec![0];
+    let (mut lo, mut hi) = (1, n - 1);
+    while first.len() < n {
+        first.push(lo);
+        lo += 1;
+        if first.len() < n {
+            first.push(hi);
+            hi -= 1;
+        }
+    }
+    let mut rows: Vec<Vec<usize>> = (0..n)
+        .map(|r| first.iter().map(|&p| (p + r) % n).collect())
+        .collect();
+    if n % 2 == 1 {
+        let reversed: Vec<Vec<usize>> = rows
+            .iter()
+            .map(|r| r.iter().rev().copied().collect())
+            .collect();
+        rows.extend(reversed);
+    }
+    rows
+}
+
+fn median_f(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let runs: usize = std::env::var("HOOK_BENCH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(400);
-    let hooks: Vec<PathBuf> = match std::env::var("HOOK_BENCH_BIN") {
-        Ok(list) => list.split(':').map(PathBuf::from).collect(),
-        Err(_) => vec![PathBuf::from(env!("CARGO_BIN_EXE_cmdgate-hook"))],
+    let hooks: Vec<Prog> = match std::env::var("HOOK_BENCH_BIN") {
+        Ok(list) => list.split(':').map(Prog::parse).collect(),
+        Err(_) => vec![Prog::parse(env!("CARGO_BIN_EXE_cmdgate-hook"))],
     };
     let callgrind = std::env::var_os("HOOK_BENCH_CALLGRIND").is_some_and(|v| v == "1");
+    let fixed = std::env::var_os("HOOK_BENCH_ORDER").is_some_and(|v| v == "fixed");
     let dir = tempfile::tempdir().expect("tempdir");
     let kept = std::env::var_os("HOOK_BENCH_DIR").map(PathBuf::from);
     if let Some(k) = &kept {
         std::fs::create_dir_all(k).expect("HOOK_BENCH_DIR");
     }
     let root = kept.as_deref().unwrap_or(dir.path());
-    let floor = build_floor(root);
+    let floor = Prog {
+        path: build_floor(root),
+        args: Vec::new(),
+    };
     let work = root.join("work");
     signed_project(root, &work);
     let path = |rel: &str| root.join(rel).display().to_string();
@@ -282,16 +404,68 @@ fn main() {
         let lines: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(root.join("env"), lines.concat()).expect("write env");
     }
+    // Program 0 is the floor, program i (1..) hook i.
+    let mut programs = vec![floor.clone()];
+    programs.extend(hooks.iter().cloned());
+    // `HOOK_BENCH_SPLIT=1`: two programs before the hooks that split the hook's time over the
+    // floor into Rust's start, this binary's image, and the work (docs/benchmarks.md).
+    let mut first_hook = 1;
+    if std::env::var_os("HOOK_BENCH_SPLIT").is_some_and(|v| v == "1") {
+        first_hook = 3;
+        let rust_min = build_rust_min(root).expect("rustc builds the minimal Rust program");
+        // An unknown argument: the hook starts (the whole image, its relocations, the deadline
+        // timer), reads and parses stdin, and prints the fail-closed answer for an unusable
+        // configuration; none of the work (map, analysis, paths, spool).
+        let mut no_work = hooks[0].clone();
+        no_work.args.push("--bench-no-work".into());
+        let mut split = vec![
+            Prog {
+                path: rust_min,
+                args: Vec::new(),
+            },
+            no_work,
+        ];
+        split.extend(programs.drain(1..));
+        programs.extend(split);
+    }
+    let hooks: Vec<Prog> = programs[1..].to_vec();
+    let n = programs.len();
+    let design = orders(n, fixed);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     for (i, hook) in hooks.iter().enumerate() {
-        println!("hook {}: {}", i + 1, hook.display());
+        println!("hook {}: {}", i + 1, hook.show());
     }
     println!(
-        "{runs} alternating runs per program and case after 20 warm-up runs; load average at start: {}\n",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        "{runs} rounds per case after 20 warm-up rounds, each round every program once, in the \
+         order {} (rows used in turn; 0 = floor, i = hook i); load average at start: {}\n",
+        if fixed {
+            "fixed (HOOK_BENCH_ORDER=fixed)".to_string()
+        } else {
+            format!(
+                "of a balanced Latin square {}",
+                design
+                    .iter()
+                    .map(|r| r.iter().map(|p| p.to_string()).collect::<String>())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        },
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
-    println!("| case | decision | hook median | floor median | ratio | goal | hook peak RSS | floor peak RSS | instructions hook / floor |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!(
+        "Hook and floor medians of all rounds; *paired*: the median over rounds of the hook's time \
+         divided by (minus) the floor's in the same round; *vs hook 1*: the median of the per-round \
+         ratio to hook 1.\n"
+    );
+    println!("| case | decision | hook median | floor median | ratio of medians | paired ratio | paired excess | vs hook 1 | goal | hook peak RSS | floor peak RSS | instructions hook / floor |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    // Per case, per program, per slot of the round: the times (for the position table).
+    let mut by_slot: Vec<Vec<Vec<Vec<f64>>>> = Vec::new();
+    let mut same_answers = Vec::new();
+    let mut by_pred: Vec<Vec<Vec<Vec<f64>>>> = Vec::new();
     for (case, (name, command, goal)) in CASES.iter().enumerate() {
         let stdin = serde_json::to_vec(&json!({
             "session_id": "bench", "transcript_path": "/dev/null", "cwd": work.display().to_string(),
@@ -302,35 +476,62 @@ fn main() {
         if kept.is_some() {
             std::fs::write(root.join(format!("case-{case}.json")), &stdin).expect("write stdin");
         }
-        for _ in 0..20 {
-            run_once(&floor, &env, &stdin);
-            for hook in &hooks {
-                run_once(hook, &env, &stdin);
+        for round in 0..20 {
+            for &p in &design[round % design.len()] {
+                run_once(&programs[p], &env, &stdin);
             }
         }
-        let mut f = Vec::with_capacity(runs);
-        let mut h: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); hooks.len()];
-        let mut decisions = vec![String::new(); hooks.len()];
-        for _ in 0..runs {
-            f.push(run_once(&floor, &env, &stdin).0);
-            for (i, hook) in hooks.iter().enumerate() {
-                let (d, out) = run_once(hook, &env, &stdin);
-                h[i].push(d);
-                if decisions[i].is_empty() {
-                    let v: serde_json::Value =
-                        serde_json::from_slice(&out).expect("hook answers JSON");
-                    decisions[i] = v["hookSpecificOutput"]["permissionDecision"]
-                        .as_str()
-                        .unwrap_or("?")
-                        .to_string();
+        // t[p][round] in seconds; slots[p][slot] the times of program p run in that slot.
+        let mut t: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); n];
+        let mut slots: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; n];
+        // after[p][q]: the times of program p run right after program q.
+        let mut after: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n]; n];
+        let mut answers: Vec<Option<Vec<u8>>> = vec![None; n];
+        let mut last = *design[(runs + 19) % design.len()]
+            .last()
+            .expect("a program");
+        let gap = std::env::var("HOOK_BENCH_GAP_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_micros);
+        for round in 0..runs {
+            for (slot, &p) in design[round % design.len()].iter().enumerate() {
+                if let Some(gap) = gap {
+                    std::thread::sleep(gap);
                 }
+                let (d, out) = run_once(&programs[p], &env, &stdin);
+                t[p].push(d.as_secs_f64());
+                slots[p][slot].push(d.as_secs_f64());
+                after[p][last].push(d.as_secs_f64());
+                last = p;
+                answers[p].get_or_insert(out);
             }
         }
-        let fm = median(&mut f);
+        by_pred.push(after);
+        same_answers.push(answers[first_hook..].windows(2).all(|w| w[0] == w[1]));
+        let fm = median_f(&mut t[0].clone());
         let rss =
             |p| peak_rss_kib(p, &env, &stdin).map_or("n/a".to_string(), |k| format!("{k} KiB"));
         for (i, hook) in hooks.iter().enumerate() {
-            let hm = median(&mut h[i]);
+            let p = i + 1;
+            let hm = median_f(&mut t[p].clone());
+            let mut ratio: Vec<f64> = t[p].iter().zip(&t[0]).map(|(h, f)| h / f).collect();
+            let mut excess: Vec<f64> = t[p].iter().zip(&t[0]).map(|(h, f)| h - f).collect();
+            let vs_first = if p > 1 {
+                let mut r: Vec<f64> = t[p].iter().zip(&t[1]).map(|(h, a)| h / a).collect();
+                format!("{:.3}×", median_f(&mut r))
+            } else {
+                "-".into()
+            };
+            let decision = answers[p]
+                .as_deref()
+                .and_then(|out| serde_json::from_slice::<serde_json::Value>(out).ok())
+                .and_then(|v| {
+                    v["hookSpecificOutput"]["permissionDecision"]
+                        .as_str()
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| "?".into());
             let ir = if callgrind {
                 match (
                     instructions(hook, &env, &stdin),
@@ -343,19 +544,73 @@ fn main() {
                 "-".into()
             };
             let label = if hooks.len() > 1 {
-                format!("{name} (hook {})", i + 1)
+                format!("{name} (hook {p})")
             } else {
                 (*name).to_string()
             };
             println!(
-                "| {label} | {} | {} | {} | {:.2}× | ≤ {goal}× | {} | {} | {ir} |",
-                decisions[i],
-                us(hm),
-                us(fm),
-                hm.as_secs_f64() / fm.as_secs_f64(),
+                "| {label} | {decision} | {:.0} µs | {:.0} µs | {:.2}× | {:.2}× | {:.0} µs | {vs_first} | ≤ {goal}× | {} | {} | {ir} |",
+                hm * 1e6,
+                fm * 1e6,
+                hm / fm,
+                median_f(&mut ratio),
+                median_f(&mut excess) * 1e6,
                 rss(hook),
                 rss(&floor),
             );
+        }
+        by_slot.push(slots);
+    }
+    println!(
+        "\nAnswers byte-identical across the hooks (from hook {first_hook}), per case: {}",
+        same_answers
+            .iter()
+            .map(|s| if *s { "yes" } else { "NO" })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // The position effect: each program's median in each slot of the round, minus its median
+    // over all slots (µs). With a balanced order it cancels in the medians above; with
+    // `HOOK_BENCH_ORDER=fixed` every program has one slot and this table is empty of contrast.
+    println!("\nPosition effect (median in that slot of the round minus the program's overall median, µs; case: program: slots 0..):");
+    for (case, slots) in by_slot.iter().enumerate() {
+        for (p, per_slot) in slots.iter().enumerate() {
+            let mut all: Vec<f64> = per_slot.iter().flatten().copied().collect();
+            let overall = median_f(&mut all);
+            let cells: Vec<String> = per_slot
+                .iter()
+                .map(|v| {
+                    if v.is_empty() {
+                        "-".into()
+                    } else {
+                        format!("{:+.0}", (median_f(&mut v.clone()) - overall) * 1e6)
+                    }
+                })
+                .collect();
+            let who = if p == 0 {
+                "floor".to_string()
+            } else {
+                format!("hook {p}")
+            };
+            println!("  case {case}: {who}: {}", cells.join(" "));
+        }
+    }
+    println!("\nWhat ran before (median after that program minus the program's overall median, µs; case: program: after program 0..):");
+    for (case, after) in by_pred.iter().enumerate() {
+        for (p, per_pred) in after.iter().enumerate() {
+            let mut all: Vec<f64> = per_pred.iter().flatten().copied().collect();
+            let overall = median_f(&mut all);
+            let cells: Vec<String> = per_pred
+                .iter()
+                .map(|v| {
+                    if v.is_empty() {
+                        "-".into()
+                    } else {
+                        format!("{:+.0}", (median_f(&mut v.clone()) - overall) * 1e6)
+                    }
+                })
+                .collect();
+            println!("  case {case}: program {p}: {}", cells.join(" "));
         }
     }
     match unit_costs(root, &work.join(tiermap::FILE_NAME)) {
