@@ -68,7 +68,9 @@ int main(void) {
 /// What one unit of the hook's remaining excess over the floor costs in this machine: a minor page
 /// fault (an anonymous page's first touch, and a private file page's first write: the static-PIE
 /// relocation's kind), and one `statx` of a path (what each of cmdgate's own paths costs to
-/// resolve). Medians of 201 rounds of 64 (16 for file pages).
+/// resolve), and one `cpuid` instruction (a virtual machine traps it to the hypervisor; std's and
+/// glibc's CPU feature detection run it at start). Medians of 201 rounds of 64 (16 for file pages,
+/// 8 for `cpuid`).
 const COST_C: &str = r#"#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
@@ -78,10 +80,16 @@ const COST_C: &str = r#"#define _GNU_SOURCE
 #include <time.h>
 #include <unistd.h>
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec * 1e9 + t.tv_nsec; }
+#if defined(__x86_64__)
+#include <cpuid.h>
+static void one_cpuid(void) { unsigned a, b, c, d; __cpuid_count(7, 0, a, b, c, d); __asm__ volatile("" :: "r"(a), "r"(b), "r"(c), "r"(d)); }
+#else
+static void one_cpuid(void) {}
+#endif
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
 int main(int argc, char **argv) {
     enum { REPS = 201, PAGES = 64, FILE_PAGES = 16, STATS = 64 };
-    static double anon[REPS], file[REPS], stx[REPS];
+    static double anon[REPS], file[REPS], stx[REPS], cpu[REPS];
     for (int r = 0; r < REPS; r++) {
         char *p = mmap(0, PAGES * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         double t0 = now();
@@ -99,16 +107,20 @@ int main(int argc, char **argv) {
         t0 = now();
         for (int i = 0; i < STATS; i++) statx(AT_FDCWD, argv[1], AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &sx);
         stx[r] = (now() - t0) / STATS;
+        t0 = now();
+        for (int i = 0; i < 8; i++) one_cpuid();
+        cpu[r] = (now() - t0) / 8;
     }
     qsort(anon, REPS, sizeof *anon, cmp); qsort(file, REPS, sizeof *file, cmp); qsort(stx, REPS, sizeof *stx, cmp);
-    printf("%.0f %.0f %.0f\n", anon[REPS / 2], file[REPS / 2], stx[REPS / 2]);
+    qsort(cpu, REPS, sizeof *cpu, cmp);
+    printf("%.0f %.0f %.0f %.0f\n", anon[REPS / 2], file[REPS / 2], stx[REPS / 2], cpu[REPS / 2]);
     return 0;
 }
 "#;
 
 /// Builds and runs [`COST_C`] in `dir` (`statx` of `path`): nanoseconds of an anonymous fault, a
-/// file page's copy-on-write fault and a `statx`.
-fn unit_costs(dir: &Path, path: &Path) -> Option<(u64, u64, u64)> {
+/// file page's copy-on-write fault, a `statx` and a `cpuid`.
+fn unit_costs(dir: &Path, path: &Path) -> Option<(u64, u64, u64, u64)> {
     let src = dir.join("cost.c");
     let bin = dir.join("cost");
     std::fs::write(&src, COST_C).ok()?;
@@ -124,7 +136,7 @@ fn unit_costs(dir: &Path, path: &Path) -> Option<(u64, u64, u64)> {
     let out = Command::new(&bin).arg(path).output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
     let mut v = text.split_whitespace().filter_map(|n| n.parse().ok());
-    Some((v.next()?, v.next()?, v.next()?))
+    Some((v.next()?, v.next()?, v.next()?, v.next()?))
 }
 
 /// A program to time: a path and its arguments (`HOOK_BENCH_BIN` entries are split on spaces).
@@ -614,9 +626,10 @@ fn main() {
         }
     }
     match unit_costs(root, &work.join(tiermap::FILE_NAME)) {
-        Some((anon, file, statx)) => println!(
+        Some((anon, file, statx, cpuid)) => println!(
             "\nThis machine: a minor fault {anon} ns (anonymous page, first touch), {file} ns (a \
-             private file page's first write, as a relocation makes); one statx {statx} ns."
+             private file page's first write, as a relocation makes); one statx {statx} ns; one \
+             cpuid {cpuid} ns."
         ),
         None => println!("\n(the unit costs need cc and a static libc)"),
     }

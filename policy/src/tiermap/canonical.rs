@@ -25,24 +25,66 @@ pub(crate) fn is_trailer_like(line: &str) -> bool {
     t.starts_with("<!--") && t.contains("cmdgate-signature")
 }
 
+/// Finds LF bytes with SIMD without asking the CPU what it supports. The `memchr` crate's
+/// top-level functions detect AVX2 at their first call (std's feature detection: ~7 `cpuid`
+/// instructions), and a virtual machine traps every `cpuid` to its hypervisor: ~9 µs each on the
+/// development VM, ~60 µs of a hook call that splits the project's map (docs/benchmarks.md, "Where
+/// the time over the floor goes"). SSE2 is part of x86-64, known at compile time; elsewhere the
+/// portable word-at-a-time search.
+enum Newlines {
+    #[cfg(target_arch = "x86_64")]
+    Sse2(memchr::arch::x86_64::sse2::memchr::One),
+    Words(memchr::arch::all::memchr::One),
+}
+
+impl Newlines {
+    fn new() -> Newlines {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(one) = memchr::arch::x86_64::sse2::memchr::One::new(b'\n') {
+            return Newlines::Sse2(one);
+        }
+        Newlines::Words(memchr::arch::all::memchr::One::new(b'\n'))
+    }
+
+    fn find(&self, b: &[u8]) -> Option<usize> {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Newlines::Sse2(one) => one.find(b),
+            Newlines::Words(one) => one.find(b),
+        }
+    }
+
+    fn count(&self, b: &[u8]) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Newlines::Sse2(one) => one.count(b),
+            Newlines::Words(one) => one.count(b),
+        }
+    }
+}
+
 /// The lines of `text` as canonicalisation sees them: split at LF, trailing CRs removed. Line `i`
 /// of the result is line `i + 1` of the file.
 pub(crate) fn lines(text: &str) -> Vec<&str> {
     // `text.split('\n')`, found with SIMD (the hook splits the project's map on every Bash call:
     // a `char` search cost ~5 instructions a byte, a sixth of the call's look at the map).
     let b = text.as_bytes();
-    let mut out = Vec::with_capacity(memchr::memchr_iter(b'\n', b).count() + 1);
+    let newlines = Newlines::new();
+    let mut out = Vec::with_capacity(newlines.count(b) + 1);
     let mut start = 0;
-    for end in memchr::memchr_iter(b'\n', b).chain([b.len()]) {
+    loop {
+        let end = newlines.find(&b[start..]).map_or(b.len(), |at| start + at);
         let mut line = &b[start..end];
         while let [rest @ .., b'\r'] = line {
             line = rest;
         }
         // Cut before an LF and CRs (ASCII): at a character boundary.
         out.push(&text[start..start + line.len()]);
+        if end == b.len() {
+            return out;
+        }
         start = end + 1;
     }
-    out
 }
 
 /// How many leading lines survive canonicalisation (trailing empty and trailer-like lines removed).
