@@ -137,7 +137,7 @@ impl Finished {
 pub(crate) struct Meta {
     pub run_id: String,
     pub workspace: PathBuf,
-    /// `CLOCK_REALTIME_COARSE` before the overlays were mounted (see `RawRun::started`).
+    /// The run's start, before the mirror was built (see `RawRun::started`).
     pub started: [i64; 2],
     pub killed: bool,
     /// Unix seconds until which a rolled-back run is kept for a later apply (`keep_for`).

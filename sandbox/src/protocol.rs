@@ -114,8 +114,9 @@ pub struct RawRun {
     /// Whether the parent hung up (or asked for the kill) and the run was killed for it.
     #[serde(default)]
     pub killed: bool,
-    /// `CLOCK_REALTIME_COARSE` (seconds, nanoseconds) taken before the overlays were mounted:
-    /// a host path whose ctime is not before it changed while the run could see it.
+    /// `CLOCK_REALTIME` (seconds, nanoseconds) taken when the helper received the `Run`, before
+    /// the mirror was built; pid 1 starts the command only once the coarse clock has passed it
+    /// (`clock`): a host path whose ctime is not before it changed while the run could see it.
     #[serde(default)]
     pub started: [i64; 2],
 }

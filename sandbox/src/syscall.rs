@@ -81,6 +81,8 @@ pub trait Syscall {
     fn symlink(&self, target: &Path, link: &Path) -> Result<(), Errno>;
     /// `sethostname(2)`.
     fn sethostname(&self, name: &str) -> Result<(), Errno>;
+    /// `setns(netns, CLONE_NEWNET)`: enter the network namespace the fd names.
+    fn enter_net(&self, netns: RawFd) -> Result<(), Errno>;
 }
 
 /// The real kernel.
@@ -199,6 +201,14 @@ impl Syscall for RealSyscall {
     fn sethostname(&self, name: &str) -> Result<(), Errno> {
         nix::unistd::sethostname(name)
     }
+
+    fn enter_net(&self, netns: RawFd) -> Result<(), Errno> {
+        // SAFETY: integer arguments only; the caller keeps the fd open for the call.
+        if unsafe { libc::setns(netns, libc::CLONE_NEWNET) } < 0 {
+            return Err(Errno::last());
+        }
+        Ok(())
+    }
 }
 
 /// One recorded kernel call (for the order test).
@@ -237,6 +247,8 @@ pub enum Call {
     Symlink(PathBuf, PathBuf),
     /// `sethostname(name)`.
     Hostname(String),
+    /// `setns(fd, CLONE_NEWNET)`.
+    EnterNet,
 }
 
 /// Records every call and succeeds; used only by the setup-order unit test.
@@ -316,5 +328,9 @@ impl Syscall for RecordingSyscall {
 
     fn sethostname(&self, name: &str) -> Result<(), Errno> {
         self.push(Call::Hostname(name.to_string()))
+    }
+
+    fn enter_net(&self, _netns: RawFd) -> Result<(), Errno> {
+        self.push(Call::EnterNet)
     }
 }

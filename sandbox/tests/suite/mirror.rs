@@ -460,3 +460,50 @@ fn a_background_writer_is_gone_when_the_run_ends_and_the_upper_dir_stays_as_judg
     assert_eq!(std::fs::read(&log).expect("bg.log kept"), judged);
     fin.kept.discard().expect("discard");
 }
+
+/// A warm helper makes the run's empty network namespace ahead (`helper::fresh_netns`): the run
+/// is in a namespace of its own — not the host's, not the previous run's — holding only
+/// loopback; a run with `network` keeps the host's. (A namespace made ahead that were the host's,
+/// or shared between runs, would give a run a network it was not granted.)
+#[test]
+fn a_warm_helpers_network_namespace_is_the_runs_own_and_empty() {
+    let env = Env::new();
+    let host_ns = std::fs::read_link("/proc/self/ns/net").expect("own netns");
+    let probe = "readlink /proc/self/ns/net; cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '";
+    // All three prepared before any runs: their namespaces exist at once, so two distinct ones
+    // cannot have the same inode number (a freed namespace's number may be reused).
+    let configs: Vec<(bool, RunConfig, mirror::Warm)> = [false, false, true]
+        .into_iter()
+        .map(|network| {
+            let mut config = env.config();
+            config.network = network;
+            let warm = mirror::Warm::new();
+            warm.fill(&config).expect("prepare a helper");
+            (network, config, warm)
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for (network, config, warm) in &configs {
+        let (network, config) = (*network, config.clone());
+        let mut run = mirror::start_with(warm, &config, &command(&env, probe)).expect("start");
+        let mut stdout = String::new();
+        run.take_stdout()
+            .expect("stdout")
+            .read_to_string(&mut stdout)
+            .expect("read stdout");
+        let fin = run.wait().expect("wait");
+        let mut lines = stdout.lines();
+        let ns = lines.next().unwrap_or_default().to_owned();
+        let devices: Vec<&str> = lines.collect();
+        if network {
+            assert_eq!(ns, host_ns.to_string_lossy(), "{stdout}");
+        } else {
+            assert!(ns.starts_with("net:["), "{stdout} {:?}", fin.run);
+            assert_ne!(ns, host_ns.to_string_lossy(), "the host's namespace");
+            assert!(!seen.contains(&ns), "a namespace shared between runs: {ns}");
+            assert_eq!(devices, ["lo"], "{stdout}");
+            seen.push(ns);
+        }
+        fin.kept.discard().expect("discard");
+    }
+}
