@@ -1,4 +1,5 @@
-//! The helper process: one per run, single-threaded, launched by the library (never forked from
+//! The helper process: one per run, single-threaded when it forks (the secret walk's thread is
+//! joined before), launched by the library (never forked from
 //! the daemon's threads). It owns the run's scratch tmpfs, cgroups and timeout, forks the run's
 //! pid 1, collects output and effects, tears everything down, and answers on stdout.
 
@@ -393,6 +394,13 @@ fn run(
     // conflict if the run changed the same path), never as one the run saw.
     let started = crate::clock::precise_now();
     let cfg = &req.config;
+    // The secret masks' walk of the workspace (the longest step before pid 1 exists: one listing
+    // per directory) runs on a thread while this one builds the scratch tree below; it is joined
+    // before the mount plan is made, so the helper is single-threaded again when it forks pid 1.
+    // The walk reads the host as the mounts will show it (the thread stays in the mount
+    // namespace this process had at `Run`; ours differs only by the scratch tmpfs, in the
+    // masked state dir).
+    let secret_walk = SecretWalk::start(cfg);
     let scratch = prep.scratch.clone();
     let cgroup = &prep.cgroup;
     let mirror = req.mirror.as_ref();
@@ -503,7 +511,7 @@ fn run(
         binds,
         shm: shm.clone(),
         network: cfg.network,
-        masks: masks_for(cfg)?,
+        masks: masks_for(cfg, secret_walk.finish()?)?,
     };
 
     // Limits before anything of the command runs.
@@ -570,8 +578,9 @@ fn run(
     writable.extend(["/tmp", "/run", "/dev/shm"].map(PathBuf::from));
     let env = cfg.command_env();
     let netns = prep.netns.take();
-    // SAFETY: the helper is single-threaded (nothing in it spawns threads), so the child may
-    // run arbitrary code after fork.
+    // SAFETY: the helper is single-threaded here (its one thread, the secret walk, was joined
+    // when the mount plan was made; nothing else spawns threads), so the child may run
+    // arbitrary code after fork.
     let child = match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
             drop((rep_r, out_r, err_r, held_ours));
@@ -959,11 +968,61 @@ impl UpperGuard {
     }
 }
 
+/// The secret masks of a run (`RunConfig::mask_secrets`), computed right before its mounts so
+/// the list is what exists then: on a thread of the helper's ([`SecretWalk::start`]) while the
+/// helper builds the scratch tree, joined before pid 1 is forked ([`SecretWalk::finish`]); inline
+/// when no thread could be started.
+enum SecretWalk {
+    Off,
+    Thread(std::thread::JoinHandle<std::io::Result<Vec<PathBuf>>>),
+    Inline(PathBuf, Option<PathBuf>, Vec<String>),
+}
+
+impl SecretWalk {
+    fn start(cfg: &RunConfig) -> SecretWalk {
+        if !cfg.mask_secrets {
+            return SecretWalk::Off;
+        }
+        let (ws, home, extra) = (
+            cfg.workspace.clone(),
+            cfg.home.clone(),
+            cfg.secret_paths.clone(),
+        );
+        let (ws2, home2, extra2) = (ws.clone(), home.clone(), extra.clone());
+        match std::thread::Builder::new()
+            .name("secret-walk".into())
+            .spawn(move || crate::secrets::secret_masks(home2.as_deref(), &ws2, &extra2))
+        {
+            Ok(handle) => SecretWalk::Thread(handle),
+            Err(_) => SecretWalk::Inline(ws, home, extra),
+        }
+    }
+
+    /// The masks (`None`: secrets are not masked in this run); the thread is gone on return.
+    fn finish(self) -> Result<Option<Vec<PathBuf>>, HelperError> {
+        let found = match self {
+            SecretWalk::Off => return Ok(None),
+            SecretWalk::Thread(handle) => handle
+                .join()
+                .map_err(|_| HelperError::Invalid("secret masks: the walk failed".into()))?,
+            SecretWalk::Inline(ws, home, extra) => {
+                crate::secrets::secret_masks(home.as_deref(), &ws, &extra)
+            }
+        };
+        found
+            .map(Some)
+            .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))
+    }
+}
+
 /// The mirror's masks: each configured path that exists on the host, typed. A mask that contains
 /// the workspace or the home directory (cmdgate's data dir above a test's workspace, say) is
 /// replaced by masks of its entries, down to the kept path, which stays visible; a mask that *is*
 /// the workspace is refused (it would hide what the command must work on).
-fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
+fn masks_for(
+    cfg: &RunConfig,
+    secrets: Option<Vec<PathBuf>>,
+) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
     // (path, is a secret mask): only secret masks yield to the entry's `unmask` paths.
     let mut paths: Vec<(PathBuf, bool)> = cfg.masks.iter().map(|p| (p.clone(), false)).collect();
@@ -975,11 +1034,7 @@ fn masks_for(cfg: &RunConfig) -> Result<Vec<crate::setup::Mask>, HelperError> {
             .filter_map(|u| std::fs::canonicalize(u).ok()),
     );
     let mut secret_dirs = Vec::new();
-    if cfg.mask_secrets {
-        // Computed here, right before the mounts, so the list is what exists now.
-        let secrets =
-            crate::secrets::secret_masks(cfg.home.as_deref(), &cfg.workspace, &cfg.secret_paths)
-                .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))?;
+    if let Some(secrets) = secrets {
         secret_dirs = secrets.clone();
         paths.extend(
             secrets

@@ -16,7 +16,11 @@
 //! when the mirror is built), and anything under `/proc`, `/sys`, `/dev` (the mirror has its own).
 
 use cmdgate_policy::secrets::{Category, SecretPaths, SECRET_PATTERNS, SECRET_TABLE};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 /// Directories of the workspace not searched for environment files: git's own store and the
@@ -69,18 +73,7 @@ pub fn secret_masks(
         )
         .collect();
     let env = SecretPaths::new(&env_names, home_str.as_deref().unwrap_or("/"));
-    // The entry's type comes with the listing (`d_type`; an lstat only where the filesystem does
-    // not fill it in): one `getdents` per directory, no `stat` per entry. Never a link followed.
-    let mut stack = vec![workspace.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for (path, name, is_dir) in typed_entries(&dir)? {
-            if env.secret_name(&name) {
-                candidates.push(path);
-            } else if is_dir && !SKIPPED_DIRS.contains(&name.as_str()) {
-                stack.push(path);
-            }
-        }
-    }
+    env_files(workspace, &env, &mut candidates)?;
 
     // Where the mirror shows each path: symlinks resolved on the host, then put back under the
     // workspace / home path the mirror mounts its overlays at (they may be spelled through a link).
@@ -141,6 +134,123 @@ fn canonical_or_same(p: &Path) -> io::Result<PathBuf> {
         Ok(c) => Ok(c),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(p.to_path_buf()),
         Err(e) => Err(e),
+    }
+}
+
+/// The workspace's files and directories whose names `env` calls secret, at any depth below
+/// `workspace` outside [`SKIPPED_DIRS`]; run before every mirror is built, so it is on each run's
+/// path. Each directory is opened from its parent's fd (`O_NOFOLLOW`: never a link followed, and
+/// no path walked again from `/`) and listed with `getdents64` into one reused buffer; the entry's
+/// type comes with the listing (`d_type`; an `lstat` only where the filesystem does not fill it
+/// in), and a path is built only for a match or a directory to descend into. Open directories
+/// are held only along the path being walked (a pending directory holds its parent's fd).
+/// A directory that is gone, or is no longer a directory (replaced by a link meanwhile), when it
+/// is opened is skipped, as a missing one always was; any other error refuses the run.
+fn env_files(workspace: &Path, env: &SecretPaths, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::rc::Rc;
+    let gone = |e: Errno| matches!(e, Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP);
+    let root = match nix::fcntl::open(
+        workspace,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT | Errno::ENOTDIR) => return Ok(()),
+        Err(e) => return Err(listing_error(workspace, e)),
+    };
+    // (the directory's fd, or its parent's fd and its name; its path)
+    let mut stack: Vec<(Rc<OwnedFd>, Option<std::ffi::OsString>, PathBuf)> =
+        vec![(Rc::new(root), None, workspace.to_path_buf())];
+    let mut buf = vec![0u8; 32 * 1024];
+    while let Some((fd, name, dir)) = stack.pop() {
+        let fd = match name {
+            None => fd,
+            Some(name) => match crate::commit::fsx::open_dir_at(&*fd, &name) {
+                Ok(sub) => Rc::new(sub),
+                Err(e) if gone(e) => continue,
+                Err(e) => return Err(listing_error(&dir, e)),
+            },
+        };
+        let mut result = Ok(());
+        list(&fd, &mut buf, |name, d_type| {
+            let text = String::from_utf8_lossy(name);
+            if env.secret_name(&text) {
+                out.push(dir.join(std::ffi::OsStr::from_bytes(name)));
+                return;
+            }
+            if SKIPPED_DIRS.contains(&text.as_ref()) {
+                return;
+            }
+            let is_dir = match d_type {
+                libc::DT_DIR => true,
+                libc::DT_UNKNOWN => {
+                    match crate::commit::fsx::lstat_at(&*fd, std::ffi::OsStr::from_bytes(name)) {
+                        Ok(Some(st)) => st.st_mode & libc::S_IFMT == libc::S_IFDIR,
+                        Ok(None) => false,
+                        Err(e) => {
+                            result = Err(e);
+                            false
+                        }
+                    }
+                }
+                _ => false,
+            };
+            if is_dir {
+                let name = std::ffi::OsStr::from_bytes(name).to_os_string();
+                let path = dir.join(&name);
+                stack.push((fd.clone(), Some(name), path));
+            }
+        })
+        .and(result)
+        .map_err(|e| listing_error(&dir, e))?;
+    }
+    Ok(())
+}
+
+fn listing_error(dir: &Path, e: Errno) -> io::Error {
+    let e = io::Error::from(e);
+    io::Error::new(e.kind(), format!("{}: {e}", dir.display()))
+}
+
+/// Every entry of the directory `fd` but `.` and `..`: its name and `d_type`, from `getdents64`
+/// into `buf` (reused between directories).
+fn list(fd: &OwnedFd, buf: &mut [u8], mut each: impl FnMut(&[u8], u8)) -> Result<(), Errno> {
+    use std::os::fd::AsRawFd;
+    // `struct linux_dirent64`: d_ino u64, d_off i64, d_reclen u16, d_type u8, d_name (NUL-ended).
+    const NAME: usize = 19;
+    loop {
+        // SAFETY: `buf` is writable for `buf.len()` bytes for the whole call; `fd` is open.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_getdents64,
+                fd.as_raw_fd(),
+                buf.as_mut_ptr(),
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            return Err(Errno::last());
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        let filled = &buf[..n as usize];
+        let mut at = 0;
+        while at + NAME <= filled.len() {
+            let reclen = u16::from_ne_bytes([filled[at + 16], filled[at + 17]]) as usize;
+            let d_type = filled[at + 18];
+            let end = at + reclen;
+            if reclen <= NAME || end > filled.len() {
+                return Err(Errno::EIO); // the kernel never writes a record like that
+            }
+            let raw = &filled[at + NAME..end];
+            let name = &raw[..raw.iter().position(|b| *b == 0).unwrap_or(raw.len())];
+            if name != b"." && name != b".." {
+                each(name, d_type);
+            }
+            at = end;
+        }
     }
 }
 
@@ -219,6 +329,7 @@ fn wildcard(pattern: &[u8], name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     #[test]
     fn patterns_under_the_kernels_trees_are_not_expanded() {
@@ -244,6 +355,47 @@ mod tests {
             anchored("/etc/shadow", None),
             Some(PathBuf::from("/etc/shadow"))
         );
+    }
+
+    #[test]
+    fn the_workspace_walk_reaches_every_width_and_depth_and_follows_no_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ws = dir.path().join("ws");
+        // Wide: 300 directories, an environment file two levels down in each.
+        for i in 0..300 {
+            let d = ws.join(format!("d{i}/x"));
+            std::fs::create_dir_all(&d).expect("mkdir");
+            std::fs::write(d.join(".env"), "x").expect("write");
+        }
+        // Deep: 60 levels, one at the bottom.
+        let mut deep = ws.join("deep");
+        for i in 0..60 {
+            deep.push(format!("l{i}"));
+        }
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        std::fs::write(deep.join(".envrc"), "x").expect("write");
+        // A link to a directory is not walked; a skipped tree is not either.
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).expect("mkdir");
+        std::fs::write(outside.join(".env"), "x").expect("write");
+        std::os::unix::fs::symlink(&outside, ws.join("link")).expect("symlink");
+        std::fs::create_dir_all(ws.join("target/debug")).expect("mkdir");
+        std::fs::write(ws.join("target/debug/.env"), "x").expect("write");
+        // A name that is not UTF-8 is still walked.
+        let odd = ws.join(std::ffi::OsStr::from_bytes(b"odd\xff"));
+        std::fs::create_dir(&odd).expect("mkdir");
+        std::fs::write(odd.join(".env.local"), "x").expect("write");
+        let masks: Vec<PathBuf> = secret_masks(None, &ws, &[])
+            .expect("masks")
+            .into_iter()
+            .filter(|m| m.starts_with(&ws))
+            .collect();
+        for i in 0..300 {
+            assert!(masks.contains(&ws.join(format!("d{i}/x/.env"))), "d{i}");
+        }
+        assert!(masks.contains(&deep.join(".envrc")));
+        assert!(masks.contains(&odd.join(".env.local")));
+        assert_eq!(masks.len(), 302, "{masks:?}");
     }
 
     #[test]
