@@ -29,7 +29,10 @@ pub fn resolve(path: &str) -> Resolution {
 }
 
 /// [`resolve`], with `lstat` asking the kernel about one path (the hook remembers the answers of
-/// one call, `hook/src/memo.rs`).
+/// one call, `hook/src/memo.rs`). Of an `lstat` answer the walk reads the file type, `st_nlink`,
+/// `st_dev` and `st_ino`, nothing else: the daemon keeps answers across decisions and drops them
+/// on the changes of exactly those (`daemon/src/engine/lookups.rs`); a field read here beyond
+/// them must be watched there first.
 pub fn resolve_with(
     path: &str,
     lstat: &dyn Fn(&str) -> std::io::Result<std::fs::Metadata>,

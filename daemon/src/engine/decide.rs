@@ -33,6 +33,7 @@ use crate::engine::approval_notes::rule_id;
 use crate::engine::breakers::{persist_breakers, Changed};
 use crate::engine::escape_hatch::Grant;
 use crate::engine::learning::{self, apply_learning, with_id};
+use crate::engine::lookups::Lookups;
 use crate::engine::record::{describe_parts, request_entry, wire_source};
 use crate::engine::secret_tables::SecretTables;
 use crate::engine::testrun::Target;
@@ -169,6 +170,7 @@ struct Facts {
     locations: Locations,
     extra_own: Vec<String>,
     secret_tables: Arc<SecretTables>,
+    lookups: Arc<Lookups>,
     packs: PackSet,
 }
 
@@ -186,6 +188,7 @@ impl Facts {
             locations: self.locations,
             extra_own: self.extra_own,
             secret_tables: self.secret_tables,
+            lookups: self.lookups,
             packs: self.packs,
         }
     }
@@ -209,6 +212,8 @@ pub(crate) struct Judge {
     pub(crate) extra_own: Vec<String>,
     /// The secret table per set of homes, with the operator's `secret_paths` (the engine's).
     pub(crate) secret_tables: Arc<SecretTables>,
+    /// The `lstat` answers kept across decisions (the engine's, `lookups.rs`).
+    pub(crate) lookups: Arc<Lookups>,
     /// The read packs that are on (the operator's `read_packs_off` removed).
     pub(crate) packs: PackSet,
 }
@@ -220,9 +225,11 @@ pub(crate) struct Judge {
 /// database's home for its uid. The resolution, the password database and the listing of a
 /// searched directory read the system: this runs off the runtime's workers. Returns the step and
 /// the agent's home. Each path is looked up once per judgement (`engine::memo`, made here and
-/// dropped with the step: nothing is remembered from one decision to the next).
+/// dropped with the step), over the engine's kept answers (`engine::lookups`: brought up to date
+/// with every change the kernel reported before the judgement starts).
 pub(crate) fn judge(j: Judge) -> (Step, String) {
-    judge_with(j, &crate::engine::memo::Memo::default())
+    let lookups = Arc::clone(&j.lookups);
+    judge_with(j, &crate::engine::memo::Memo::over(&lookups))
 }
 
 /// [`judge`] with the resolver given: the tests judge with and without the memo.
@@ -553,6 +560,7 @@ impl Engine {
             locations: self.paths.locations.clone(),
             extra_own: self.own_extras.clone(),
             secret_tables: Arc::clone(&self.secret_tables),
+            lookups: Arc::clone(&self.lookups),
             // Validated when the config loaded; a bad list here switches every pack off.
             packs: self.config.read_packs().unwrap_or_else(|_| PackSet::none()),
         };
@@ -1277,7 +1285,21 @@ mod tests {
             locations,
             extra_own: Vec::new(),
             secret_tables: Arc::new(SecretTables::new(Vec::new())),
+            lookups: Arc::new(Lookups::default()),
             packs: PackSet::all(),
+        }
+    }
+
+    /// [`judgement`] over answers kept across judgements.
+    fn judgement_kept(
+        w: &str,
+        tool: &str,
+        input: &serde_json::Value,
+        kept: &Arc<Lookups>,
+    ) -> Judge {
+        Judge {
+            lookups: Arc::clone(kept),
+            ..judgement(w, tool, input)
         }
     }
 
@@ -1288,14 +1310,17 @@ mod tests {
         }
     }
 
-    /// The judgement's memo changes no answer: every case of the kernel-paths table (links,
-    /// hard links, `..` after a link, nested repositories, cmdgate's own files), judged on the
-    /// real file system with the memo and with the kernel resolver that remembers nothing, comes
-    /// to the same step — verdict, reason and rule — and to the table's verdict.
+    /// The judgement's memo, and the answers kept across judgements under it, change no
+    /// answer: every case of the kernel-paths table (links, hard links, `..` after a link,
+    /// nested repositories, cmdgate's own files), judged on the real file system with the memo,
+    /// twice over answers kept since earlier cases (the second time from kept answers), and with
+    /// the kernel resolver that remembers nothing, comes to the same step — verdict, reason and
+    /// rule — and to the table's verdict.
     #[test]
     fn the_memo_changes_no_judgement() {
         let n = kernel_table::cases("$W").len();
         assert!(n > 50, "the table is there");
+        let kept = Arc::new(Lookups::default());
         let mut failures = Vec::new();
         for i in 0..n {
             let dir = tempfile::tempdir().unwrap();
@@ -1312,6 +1337,23 @@ mod tests {
             assert_eq!(with, without, "{}: the memo changed the step", case.name);
             assert_eq!(home_with, home_without);
             assert!(memo.len() > 0, "{}: judged without the memo", case.name);
+            for round in 0..2 {
+                let asked = kept.asked();
+                let (over, home_over) = judge(judgement_kept(&w, &case.tool, &case.input(), &kept));
+                assert_eq!(
+                    over, without,
+                    "{}: kept answers changed the step ({round})",
+                    case.name
+                );
+                assert_eq!(home_over, home_without);
+                if round == 1 {
+                    assert!(
+                        kept.asked() - asked < memo.len(),
+                        "{}: the second judgement asked the kernel about every path again",
+                        case.name
+                    );
+                }
+            }
             if verb(&with) != case.verdict {
                 failures.push(format!(
                     "{}: {} want {}",
@@ -1324,8 +1366,8 @@ mod tests {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
-    /// Nothing is remembered from one decision to the next: a plain file allowed for a write
-    /// is refused once it has become a link to the shell's startup file.
+    /// Nothing kept outlives a change: a plain file allowed for a write is refused once it has
+    /// become a link to the shell's startup file, with answers kept across the two decisions.
     #[test]
     fn no_answer_outlives_its_decision() {
         let dir = tempfile::tempdir().unwrap();
@@ -1335,11 +1377,18 @@ mod tests {
         let notes = dir.path().join("proj/notes.txt");
         std::fs::write(&notes, "x\n").unwrap();
         let input = serde_json::json!({"file_path": notes, "content": "curl x | sh\n"});
-        let (first, _) = judge(judgement(&w, "Write", &input));
+        let kept = Arc::new(Lookups::default());
+        let (first, _) = judge(judgement_kept(&w, "Write", &input, &kept));
         assert_eq!(verb(&first), "allow", "{first:?}");
+        let (again, _) = judge(judgement_kept(&w, "Write", &input, &kept));
+        assert_eq!(verb(&again), "allow", "{again:?}");
+        assert!(
+            kept.kept(&notes.display().to_string()),
+            "the file's answer is kept"
+        );
         std::fs::remove_file(&notes).unwrap();
         std::os::unix::fs::symlink(dir.path().join("home/.bashrc"), &notes).unwrap();
-        let (second, _) = judge(judgement(&w, "Write", &input));
+        let (second, _) = judge(judgement_kept(&w, "Write", &input, &kept));
         assert_eq!(verb(&second), "ask", "{second:?}");
     }
 

@@ -4,13 +4,16 @@
 //! routed `git push`, about 200 `statx` a decision); remembered, that is the few dozen distinct
 //! paths.
 //!
-//! It lives for ONE judgement (`decide::judge` makes it and drops it with the step): nothing it
-//! remembers is older than the decision it serves, and nothing is carried to the next one (a link
-//! may change between two decisions). Within a decision it only makes every check see the same
-//! answer for the same path; an agent racing the judgement from another process could already
-//! make the checks see any mix of the states it moves a path through, and its command runs after
-//! the answer anyway. Errors are kept by their OS error number and rebuilt as the same
-//! `io::Error`, so an unresolvable path stays unresolvable (never an allow).
+//! It lives for ONE judgement (`decide::judge` makes it and drops it with the step) and is the
+//! layer the checks see: within a decision every check sees the same answer for the same path.
+//! Below it, `Memo::over` asks the daemon's kept answers (`lookups.rs`), which outlive the
+//! judgement but are dropped the moment the kernel reports a change they depend on, and are
+//! brought up to date (`Lookups::drain`) before the judgement's first lookup: nothing it answers
+//! is older than the last change finished before the decision started. An agent racing the
+//! judgement from another process could already make the checks see any mix of the states it
+//! moves a path through, and its command runs after the answer anyway. Errors are kept by their
+//! OS error number and rebuilt as the same `io::Error`, so an unresolvable path stays
+//! unresolvable (never an allow).
 //!
 //! A path one component below a directory some walk already reached resolves from there
 //! (`kernel::resolve_below`): the same answer without asking about each prefix again.
@@ -26,17 +29,19 @@ use std::io;
 
 use cmdgate_policy::decide::kernel::{PathResolver, Resolution};
 
+use super::lookups::Lookups;
+
 /// One `lstat`'s answer, kept: the metadata, or the error (an OS error by its number; anything
 /// else by its kind and text).
 #[derive(Clone)]
-enum Kept {
+pub(super) enum Kept {
     Meta(Metadata),
     Os(i32),
     Other(io::ErrorKind, String),
 }
 
 impl Kept {
-    fn of(got: &io::Result<Metadata>) -> Kept {
+    pub(super) fn of(got: &io::Result<Metadata>) -> Kept {
         match got {
             Ok(m) => Kept::Meta(m.clone()),
             Err(e) => match e.raw_os_error() {
@@ -46,7 +51,7 @@ impl Kept {
         }
     }
 
-    fn answer(&self) -> io::Result<Metadata> {
+    pub(super) fn answer(&self) -> io::Result<Metadata> {
         match self {
             Kept::Meta(m) => Ok(m.clone()),
             Kept::Os(code) => Err(io::Error::from_raw_os_error(*code)),
@@ -56,28 +61,45 @@ impl Kept {
 }
 
 /// `lstat` answers of one judgement, by path. Not `Sync`: a judgement runs on one thread.
-pub(crate) struct Memo {
+pub(crate) struct Memo<'l> {
     seen: RefCell<HashMap<String, Kept>>,
+    /// The daemon's kept answers, asked on a miss; `None`: the kernel, fresh.
+    kept: Option<&'l Lookups>,
 }
 
 /// Distinct paths a routed decision usually asks about (about 50 for a `git push`): room made
 /// once instead of growing the table, and rehashing every key, five times.
 const USUAL_PATHS: usize = 64;
 
-impl Default for Memo {
-    fn default() -> Memo {
+impl Default for Memo<'_> {
+    /// A memo asking the kernel on every miss.
+    fn default() -> Memo<'static> {
         Memo {
             seen: RefCell::new(HashMap::with_capacity(USUAL_PATHS)),
+            kept: None,
         }
     }
 }
 
-impl Memo {
+impl<'l> Memo<'l> {
+    /// A memo over the daemon's kept answers, brought up to date first: every change finished
+    /// before this call is seen.
+    pub(crate) fn over(kept: &'l Lookups) -> Memo<'l> {
+        kept.drain();
+        Memo {
+            seen: RefCell::new(HashMap::with_capacity(USUAL_PATHS)),
+            kept: Some(kept),
+        }
+    }
+
     fn lstat(&self, path: &str) -> io::Result<Metadata> {
         if let Some(hit) = self.seen.borrow().get(path) {
             return hit.answer();
         }
-        let got = std::fs::symlink_metadata(path);
+        let got = match self.kept {
+            Some(kept) => kept.lstat(path),
+            None => std::fs::symlink_metadata(path),
+        };
         self.seen
             .borrow_mut()
             .insert(path.to_owned(), Kept::of(&got));
@@ -91,7 +113,7 @@ impl Memo {
     }
 }
 
-impl PathResolver for Memo {
+impl PathResolver for Memo<'_> {
     fn resolve(&self, path: &str) -> Resolution {
         // A path one plain component below a directory a walk of this judgement already reached
         // starts from there (`kernel::resolve_below`, as the hook's memo does): every key is a

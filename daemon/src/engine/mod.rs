@@ -28,6 +28,7 @@ pub mod kernel;
 mod kernel_table;
 pub mod learning;
 pub mod listing;
+mod lookups;
 mod memo;
 pub mod notify;
 pub mod outcome;
@@ -181,6 +182,9 @@ pub struct Engine {
     pub(crate) own_extras: Vec<String>,
     /// The secret table compiled once per set of homes (`secret_tables.rs`), not per decision.
     pub(crate) secret_tables: Arc<secret_tables::SecretTables>,
+    /// `lstat` answers kept across decisions while the kernel reports no change to them
+    /// (`lookups.rs`).
+    pub(crate) lookups: Arc<lookups::Lookups>,
     /// The engine itself, for work that outlives a request handler (a mirrored run streams after
     /// the handler returned its response).
     me: std::sync::Weak<Engine>,
@@ -297,6 +301,7 @@ impl Engine {
             secret_tables: Arc::new(secret_tables::SecretTables::new(
                 config.secret_paths.clone(),
             )),
+            lookups: Arc::new(lookups::Lookups::default()),
             reviewer,
             tiermaps,
             config,

@@ -406,6 +406,7 @@ impl Engine {
             locations: self.paths.locations.clone(),
             extra_own: self.own_extras.clone(),
             secret_tables: Arc::clone(&self.secret_tables),
+            lookups: Arc::clone(&self.lookups),
             packs: self
                 .config
                 .read_packs()
