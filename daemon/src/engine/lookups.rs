@@ -101,8 +101,9 @@ fn file_mask() -> AddWatchFlags {
 }
 
 /// File systems whose every change goes through this kernel's VFS, which reports it to inotify:
-/// block-device file systems mounted by this kernel only (ext2/3/4 share one magic, xfs, btrfs,
-/// f2fs) and memory (tmpfs). Not NFS, CIFS, 9p, virtiofs, FUSE, ceph (changed by other hosts or
+/// block-device file systems mounted by this kernel only (ext2/3/4 share one magic, xfs, f2fs,
+/// btrfs — whose subvolume ioctls notify as `mkdir`/`rmdir` do, `fsnotify_mkdir` on create and
+/// `fsnotify_rmdir` on destroy since Linux 5.3) and memory (tmpfs). Not NFS, CIFS, 9p, virtiofs, FUSE, ceph (changed by other hosts or
 /// a server process the kernel only asks), overlayfs (its lower layers change underneath),
 /// `/proc` and `/sys` (made up by the kernel at each lookup).
 fn local(path: &str) -> bool {
