@@ -1,9 +1,10 @@
 //! The hook's logic as a library, so the binary (`main.rs`: panic hook, watchdog, exit code), the
 //! fuzz target (`hook/fuzz`) and the benchmark share it: stdin parsing, the fast path, the daemon
-//! client, the spool, the answer and the process's deadline (`watchdog`, the one module with
-//! `unsafe`). See `main.rs` for the flow and ARCHITECTURE.md, `hook/`.
+//! client, the spool, the answer and the process's deadline (`watchdog`) and its memory (`arena`), the two modules
+//! with `unsafe`). See `main.rs` for the flow and ARCHITECTURE.md, `hook/`.
 #![deny(unsafe_code)]
 
+pub mod arena;
 mod bash;
 pub mod client;
 pub mod config;

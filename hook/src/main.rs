@@ -27,6 +27,12 @@ use cmdgate_hook::config::{Config, DEFAULT_DEADLINE};
 use cmdgate_hook::output::{self, Answer};
 use cmdgate_hook::{gate, input, spool, watchdog};
 
+/// Every allocation of the process comes from a bump arena (`arena.rs`): a call allocates a few
+/// hundred blocks and exits, so `malloc`'s bookkeeping (and musl's `mmap` per larger block) is
+/// cost without use.
+#[global_allocator]
+static ALLOC: cmdgate_hook::arena::Arena = cmdgate_hook::arena::Arena::global();
+
 /// The process's entry point, called by the C runtime.
 #[expect(
     unsafe_code,

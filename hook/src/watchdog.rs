@@ -79,6 +79,14 @@ pub fn start(budget: Duration) -> Result<(), String> {
     let usecs = budget
         .as_micros()
         .clamp(1_000, u128::from(u32::MAX) * 1_000_000);
+    #[cfg_attr(
+        target_env = "musl",
+        expect(
+            deprecated,
+            reason = "libc marks musl's `time_t`/`suseconds_t` as changing to 64 bits; they are \
+                      64 bits on the 64-bit targets the hook is built for"
+        )
+    )]
     let timer = libc::itimerval {
         it_interval: libc::timeval {
             tv_sec: 0,
