@@ -18,8 +18,10 @@
 //! Run: `cargo bench -p cmdgate-hook --bench floor`. Variables: `HOOK_BENCH_RUNS=N` rounds
 //! (default 400); `HOOK_BENCH_BIN=path` another build of the hook (`path arg…` with arguments),
 //! `path:path…` several in the same rounds, a row each (a before/after on a loaded machine);
-//! `HOOK_BENCH_SPLIT=1` adds, before the hooks, a minimal static-PIE Rust program and the first
-//! hook with an unknown argument (its start without the work), to split the time over the floor;
+//! `HOOK_BENCH_SPLIT=1` adds, before the hooks, the floor without a C runtime, a minimal
+//! static-PIE Rust program (for the host's target and, when installed, its musl target) and the
+//! first hook with an unknown argument (its start without the work), to split the time over the
+//! floor;
 //! `HOOK_BENCH_ORDER=fixed` the old order (floor, hook 1, hook 2 … in every round);
 //! `HOOK_BENCH_GAP_US=N` a sleep before each run (to see the position effect go);
 //! `HOOK_BENCH_DIR=dir` builds the project there and keeps it, with each case's stdin as
@@ -265,16 +267,22 @@ extern "C" fn main(_argc: i32, _argv: *const *const u8) -> i32 {
 }
 "#;
 
-/// Builds [`RUST_MIN`] in `dir` (`None` without `rustc`).
-fn build_rust_min(dir: &Path) -> Option<PathBuf> {
-    let src = dir.join("rust_min.rs");
-    let bin = dir.join("rust-min");
-    std::fs::write(&src, RUST_MIN).ok()?;
+/// The host's target triple (`rustc -vV`).
+fn host_triple() -> Option<String> {
     let host = String::from_utf8(Command::new("rustc").arg("-vV").output().ok()?.stdout).ok()?;
-    let host = host
-        .lines()
-        .find_map(|l| l.strip_prefix("host: "))?
-        .to_string();
+    Some(
+        host.lines()
+            .find_map(|l| l.strip_prefix("host: "))?
+            .to_string(),
+    )
+}
+
+/// Builds [`RUST_MIN`] in `dir` for `target` (`None` without `rustc` or the target).
+fn build_rust_min(dir: &Path, target: &str) -> Option<PathBuf> {
+    let src = dir.join("rust_min.rs");
+    let bin = dir.join(format!("rust-min-{target}"));
+    std::fs::write(&src, RUST_MIN).ok()?;
+    let host = target;
     let built = Command::new("rustc")
         .args([
             "--edition",
@@ -287,7 +295,42 @@ fn build_rust_min(dir: &Path) -> Option<PathBuf> {
             "lto",
         ])
         .args(["-C", "codegen-units=1", "-C", "strip=symbols"])
-        .args(["-C", "target-feature=+crt-static", "--target", &host, "-o"])
+        .args(["-C", "target-feature=+crt-static", "--target", host, "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .ok()?;
+    built.success().then_some(bin)
+}
+
+/// The floor without a C runtime: the same work as [`FLOOR_C`] in raw system calls from `_start`
+/// (x86-64 Linux), so no libc start (glibc's probes the CPU with `cpuid`, which a virtual machine
+/// traps: most of the static glibc floor's time on the development VM).
+const RAW_C: &str = r#"#include <sys/syscall.h>
+static long sys3(long n, long a, long b, long c) {
+    long r;
+    __asm__ volatile("syscall" : "=a"(r) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+    return r;
+}
+static char buf[65536];
+void _start(void) {
+    while (sys3(SYS_read, 0, (long)buf, sizeof buf) > 0) {}
+    sys3(SYS_write, 1, (long)"{}\n", 3);
+    sys3(SYS_exit_group, 0, 0, 0);
+    for (;;) {}
+}
+"#;
+
+/// Builds [`RAW_C`] in `dir` (`None` off x86-64 or without `cc`).
+fn build_raw(dir: &Path) -> Option<PathBuf> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let src = dir.join("raw.c");
+    let bin = dir.join("no-libc");
+    std::fs::write(&src, RAW_C).ok()?;
+    let built = Command::new("cc")
+        .args(["-O2", "-static", "-nostdlib", "-fno-stack-protector", "-o"])
         .arg(&bin)
         .arg(&src)
         .status()
@@ -419,24 +462,32 @@ fn main() {
     // Program 0 is the floor, program i (1..) hook i.
     let mut programs = vec![floor.clone()];
     programs.extend(hooks.iter().cloned());
-    // `HOOK_BENCH_SPLIT=1`: two programs before the hooks that split the hook's time over the
-    // floor into Rust's start, this binary's image, and the work (docs/benchmarks.md).
+    // `HOOK_BENCH_SPLIT=1`: programs before the hooks that split the hook's time over the floor
+    // into the C runtime's start, Rust's, this binary's image, and the work (docs/benchmarks.md):
+    // the floor without a C runtime, the minimal Rust program for the host's target and (when
+    // installed) its musl target, and the first hook without its work.
     let mut first_hook = 1;
     if std::env::var_os("HOOK_BENCH_SPLIT").is_some_and(|v| v == "1") {
-        first_hook = 3;
-        let rust_min = build_rust_min(root).expect("rustc builds the minimal Rust program");
+        let prog = |path| Prog {
+            path,
+            args: Vec::new(),
+        };
+        let host = host_triple().expect("rustc -vV names the host");
+        let mut split: Vec<Prog> = build_raw(root).into_iter().map(prog).collect();
+        split.push(prog(
+            build_rust_min(root, &host).expect("rustc builds the minimal Rust program"),
+        ));
+        let musl = host.replace("-gnu", "-musl");
+        if musl != host {
+            split.extend(build_rust_min(root, &musl).map(prog));
+        }
         // An unknown argument: the hook starts (the whole image, its relocations, the deadline
         // timer), reads and parses stdin, and prints the fail-closed answer for an unusable
         // configuration; none of the work (map, analysis, paths, spool).
         let mut no_work = hooks[0].clone();
         no_work.args.push("--bench-no-work".into());
-        let mut split = vec![
-            Prog {
-                path: rust_min,
-                args: Vec::new(),
-            },
-            no_work,
-        ];
+        split.push(no_work);
+        first_hook = split.len() + 1;
         split.extend(programs.drain(1..));
         programs.extend(split);
     }

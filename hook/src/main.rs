@@ -10,8 +10,8 @@
 //! `#![no_main]`: the C `main` below calls [`hook_main`] directly, skipping std's runtime start
 //! (a stack-overflow handler that reads `/proc/self/maps`, an alternate stack, `SIGPIPE`, the
 //! standard fds). What of it the hook needs, `watchdog::start` does, with a crash handler that
-//! denies where std's would only print and abort. Arguments and environment still come from std
-//! (on glibc it takes them from the C runtime before `main`).
+//! denies where std's would only print and abort. The arguments come from `main`'s `argv` (std
+//! learns them only on glibc); the environment from std (`environ`, set by every C runtime).
 #![no_main]
 #![deny(unsafe_code)]
 
@@ -33,17 +33,28 @@ use cmdgate_hook::{gate, input, spool, watchdog};
 #[global_allocator]
 static ALLOC: cmdgate_hook::arena::Arena = cmdgate_hook::arena::Arena::global();
 
-/// The process's entry point, called by the C runtime.
+/// The process's entry point, called by the C runtime. The arguments are taken from `argv` here,
+/// not from `std::env::args_os`: with `#![no_main]` std only learns them on glibc (which passes
+/// `argc`/`argv` to `.init_array` functions); on musl, the hook's release build, std's list is
+/// empty, and a `--system` hook would run as a user-mode one.
 #[expect(
     unsafe_code,
-    reason = "`no_mangle` exports the C `main`; it only calls the safe `hook_main`"
+    reason = "`no_mangle` exports the C `main`; it reads the C runtime's `argv` and calls the \
+              safe `hook_main`"
 )]
 #[unsafe(no_mangle)]
-extern "C" fn main(
-    _argc: std::ffi::c_int,
-    _argv: *const *const std::ffi::c_char,
-) -> std::ffi::c_int {
-    hook_main().code()
+extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
+    use std::os::unix::ffi::OsStrExt;
+    let count = usize::try_from(argc).unwrap_or(0);
+    let args: Vec<OsString> = (1..count)
+        .map(|i| {
+            // SAFETY: the C runtime passes `argc` valid pointers in `argv`, each to a
+            // NUL-terminated string that lives as long as the process.
+            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+            OsString::from(std::ffi::OsStr::from_bytes(arg.to_bytes()))
+        })
+        .collect();
+    hook_main(args).code()
 }
 
 /// How the process ends: 0, or 2 (Claude Code blocks the call and shows stderr to the model).
@@ -61,7 +72,7 @@ impl Exit {
     }
 }
 
-fn hook_main() -> Exit {
+fn hook_main(args: Vec<OsString>) -> Exit {
     let started = Instant::now();
     // A panic anywhere (logic, watchdog, a library) prints the fail-closed answer and exits 0 from
     // inside the panic hook, before unwinding or aborting could turn it into an exit code that
@@ -72,7 +83,6 @@ fn hook_main() -> Exit {
         std::process::exit(0);
     }));
 
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let config = Config::load(|k| std::env::var_os(k), &args);
     let budget = config.as_ref().map_or(DEFAULT_DEADLINE, |c| c.deadline);
     let deadline = started + budget;
