@@ -426,3 +426,50 @@ fn write_paths_land_with_the_workspace_and_undo_while_home_persistence_is_refuse
     assert!(!g.home.join(".config/autostart").exists());
     assert!(!g.proj.join("out.txt").exists());
 }
+
+/// The ids of the prepared helpers' lock files (`<state dir>/runs/<id>.lock`) below `dir`.
+fn prepared_ids(dir: &std::path::Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            prepared_ids(&path, out);
+        } else if dir.file_name().is_some_and(|n| n == "runs") {
+            if let Some(id) = e.file_name().to_string_lossy().strip_suffix(".lock") {
+                out.push(id.to_owned());
+            }
+        }
+    }
+}
+
+/// Once a run's response has ended (the daemon prepares the next helper only after the body with
+/// the end frame is gone, so that its start does not delay that write), a helper is prepared, and
+/// the next run is the one it serves.
+#[test]
+fn after_a_runs_end_the_next_runs_helper_is_prepared_and_serves_it() {
+    let g = gate();
+    std::fs::write(g.proj.join("noop.sh"), "true\n").unwrap();
+    let done = g.shell(&g.pre_rewrite("p1", "sh noop.sh"));
+    assert_eq!(done.status.code(), Some(0), "{}", done.stderr_text());
+    let first = run_id(&run_row(&g, "p1"));
+    let started = std::time::Instant::now();
+    let prepared = loop {
+        let mut ids = Vec::new();
+        prepared_ids(&g.data, &mut ids);
+        ids.retain(|id| *id != first);
+        if let [id] = ids.as_slice() {
+            break id.clone();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no prepared helper after the run: {ids:?}\n{}",
+            std::fs::read_to_string(g.log_path()).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let done = g.shell(&g.pre_rewrite("p2", "sh noop.sh"));
+    assert_eq!(done.status.code(), Some(0), "{}", done.stderr_text());
+    assert_eq!(run_id(&run_row(&g, "p2")), prepared);
+}

@@ -97,7 +97,7 @@ impl Handler for Engine {
             },
             (Role::Agent, ApiRequest::Health) => health(),
             (Role::Agent, ApiRequest::Run(req)) => match self.redeem(peer, *req).await {
-                Ok(rx) => ApiResponse::stream(Streamed::new(rx)),
+                Ok(run) => ApiResponse::stream(Streamed::new(run.frames, run.written)),
                 Err(e @ RedeemError::Refused(_)) => ApiResponse::error(403, &e.to_string()),
                 Err(e @ RedeemError::Unavailable(_)) => ApiResponse::error(503, &e.to_string()),
                 Err(RedeemError::Store(e)) => internal(e),
