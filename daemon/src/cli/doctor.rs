@@ -430,15 +430,28 @@ fn hook_binaries(registered: &[Found], checks: &mut Vec<Check>) {
         };
         if !executable {
             checks.push(check("hook binary", false, format!("{program} ({event}, {}) is missing or not executable: Claude Code treats a hook that cannot run as no decision", file.display())));
-        } else if *event == "PreToolUse" && dynamically_linked(Path::new(program)) == Some(true) {
-            checks.push(Check {
-                name: "hook build",
-                status: "warn",
-                detail: format!(
-                    "{program} is dynamically linked: every tool call pays the dynamic loader (about a third of \
-                     the hook's time, docs/benchmarks.md); build it with `.ci/build-release` (static) and install again"
+        } else if *event == "PreToolUse" {
+            let slow = match linking(Path::new(program)) {
+                Some(Linking::Dynamic) => Some(
+                    "is dynamically linked: every tool call pays the dynamic loader (about a third of \
+                     the hook's time, docs/benchmarks.md)",
                 ),
-            });
+                Some(Linking::StaticGlibc) => Some(
+                    "is linked statically against glibc, whose start probes the CPU with dozens of \
+                     `cpuid` instructions that a virtual machine's hypervisor traps (~150 µs a call on \
+                     the development VM, docs/benchmarks.md)",
+                ),
+                Some(Linking::Static) | None => None,
+            };
+            if let Some(why) = slow {
+                checks.push(Check {
+                    name: "hook build",
+                    status: "warn",
+                    detail: format!(
+                        "{program} {why}; build it with `.ci/build-release` (static, musl) and install again"
+                    ),
+                });
+            }
         }
         // Claude Code's default timeout is 60 s when none is set.
         let t = timeout.unwrap_or(60);
@@ -724,9 +737,21 @@ fn report(project: &Path, checks: &[Check], failed: bool, json: bool) -> anyhow:
     Ok(())
 }
 
-/// Is the ELF executable at `path` dynamically linked (it names a program interpreter, the dynamic
-/// loader)? `None` when it cannot be read or is not a 64-bit little-endian ELF file.
-fn dynamically_linked(path: &Path) -> Option<bool> {
+/// How an ELF executable is linked, as far as the hook's start-up cost goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Linking {
+    /// It names a program interpreter (the dynamic loader).
+    Dynamic,
+    /// Static, with glibc's ABI note (`NT_GNU_ABI_TAG`, from glibc's start files): glibc's start.
+    StaticGlibc,
+    /// Static without it (musl's start, or no C library).
+    Static,
+}
+
+/// How the 64-bit little-endian ELF executable at `path` is linked; `None` when it cannot be read
+/// or is not one. Program headers and notes are read from the first 64 KiB (where linkers put
+/// them); a note beyond that counts as absent.
+fn linking(path: &Path) -> Option<Linking> {
     use std::io::Read;
     let mut head = Vec::new();
     std::fs::File::open(path)
@@ -740,15 +765,51 @@ fn dynamically_linked(path: &Path) -> Option<bool> {
     let u16_at = |o: usize| Some(u16::from_le_bytes(head.get(o..o + 2)?.try_into().ok()?));
     let u32_at = |o: usize| Some(u32::from_le_bytes(head.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |o: usize| Some(u64::from_le_bytes(head.get(o..o + 8)?.try_into().ok()?));
-    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let at = |v: u64| usize::try_from(v).ok();
+    let phoff = at(u64_at(0x20)?)?;
     let phentsize = usize::from(u16_at(0x36)?);
     let phnum = usize::from(u16_at(0x38)?);
     const PT_INTERP: u32 = 3;
+    const PT_NOTE: u32 = 4;
+    const NT_GNU_ABI_TAG: u32 = 1;
     let mut interp = false;
+    let mut glibc = false;
     for i in 0..phnum {
-        interp |= u32_at(phoff + i * phentsize)? == PT_INTERP;
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        match u32_at(ph)? {
+            PT_INTERP => interp = true,
+            PT_NOTE => {
+                // Notes: namesz, descsz, type, then the name and the description, each padded
+                // to 4 bytes.
+                let start = at(u64_at(ph + 8)?)?;
+                let end = start.checked_add(at(u64_at(ph + 32)?)?)?;
+                let mut n = start;
+                while n.checked_add(12)? <= end {
+                    let (Some(namesz), Some(descsz), Some(kind)) =
+                        (u32_at(n), u32_at(n + 4), u32_at(n + 8))
+                    else {
+                        break;
+                    };
+                    let namesz = usize::try_from(namesz).ok()?;
+                    let descsz = usize::try_from(descsz).ok()?;
+                    let name = head.get(n + 12..(n + 12).checked_add(namesz)?);
+                    glibc |= kind == NT_GNU_ABI_TAG && name == Some(b"GNU\0".as_slice());
+                    n = n
+                        .checked_add(12)?
+                        .checked_add(namesz.checked_add(3)? & !3)?
+                        .checked_add(descsz.checked_add(3)? & !3)?;
+                }
+            }
+            _ => {}
+        }
     }
-    Some(interp)
+    Some(if interp {
+        Linking::Dynamic
+    } else if glibc {
+        Linking::StaticGlibc
+    } else {
+        Linking::Static
+    })
 }
 
 #[cfg(test)]
@@ -758,8 +819,8 @@ mod build_tests {
     #[test]
     fn tells_a_dynamic_executable_from_a_static_one() {
         // /bin/sh is dynamically linked on every system the tests run on.
-        assert_eq!(dynamically_linked(Path::new("/bin/sh")), Some(true));
-        assert_eq!(dynamically_linked(Path::new("/etc/hostname")), None);
+        assert_eq!(linking(Path::new("/bin/sh")), Some(Linking::Dynamic));
+        assert_eq!(linking(Path::new("/etc/hostname")), None);
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("s.c");
         let bin = dir.path().join("s");
@@ -771,6 +832,18 @@ mod build_tests {
             .status()
             .expect("cc (libc6-dev) is installed for the tests");
         assert!(built.success());
-        assert_eq!(dynamically_linked(&bin), Some(false));
+        // glibc's static start files carry its ABI note.
+        assert_eq!(linking(&bin), Some(Linking::StaticGlibc));
+        // The same executable with the note's type changed (as a musl or libc-free executable
+        // has no such note): static, not glibc's.
+        let mut bytes = std::fs::read(&bin).unwrap();
+        let at = bytes
+            .windows(8)
+            .position(|w| w == [1, 0, 0, 0, b'G', b'N', b'U', 0])
+            .expect("the ABI note's type and name");
+        bytes[at] = 0x7f;
+        let other = dir.path().join("other");
+        std::fs::write(&other, &bytes).unwrap();
+        assert_eq!(linking(&other), Some(Linking::Static));
     }
 }
