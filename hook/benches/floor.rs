@@ -1,7 +1,10 @@
 //! Whole-process benchmark of the hook against the floor any hook can reach: a static C program
-//! that reads its stdin and prints `{}`. Same stdin, a signed starter `CLAUDE_CMDS.md` in the
-//! project with its key pinned and its revision published (the normal case: tier 0 vouches, the
-//! replay record is read), daemon absent (the denial is the fail-closed path).
+//! that reads its stdin and prints `{}` (the issue's floor: linked against glibc; and the same
+//! program linked against musl when `musl-gcc` or rustc's musl target is there, so a musl hook is
+//! also read against a floor with the same C start-up: every row shows both). Same stdin, a
+//! signed starter `CLAUDE_CMDS.md` in the project with its key pinned and its revision published
+//! (the normal case: tier 0 vouches, the replay record is read), daemon absent (the denial is the
+//! fail-closed path).
 //!
 //! Each round runs every program once (the floor and each hook) in an order taken from a balanced
 //! Latin square (`orders`): every program runs in every slot and right after every other program
@@ -356,6 +359,79 @@ fn build_floor(dir: &Path) -> PathBuf {
     bin
 }
 
+/// Builds [`FLOOR_C`] linked against musl in `dir` (static), or says why it cannot: with
+/// `musl-gcc` when present, else with `cc -static -nostdlib` and the C runtime files of rustc's
+/// musl target (its `self-contained` directory: `crt1.o`, `crti.o`, `crtn.o`, `libc.a`). The
+/// issue's floor is the glibc one; this one shows what a C program pays without glibc's start
+/// (which probes the CPU with `cpuid`, trapped by a virtual machine), so a hook linked against
+/// musl is not read as having less work than it has.
+fn build_floor_musl(dir: &Path) -> Result<PathBuf, String> {
+    let src = dir.join("floor-musl.c");
+    let bin = dir.join("floor-musl");
+    std::fs::write(&src, FLOOR_C).map_err(|e| format!("write floor-musl.c: {e}"))?;
+    let built = |status: std::io::Result<std::process::ExitStatus>, how: &str| match status {
+        Ok(s) if s.success() => Ok(bin.clone()),
+        Ok(s) => Err(format!("{how} exited {s}")),
+        Err(e) => Err(format!("{how}: {e}")),
+    };
+    if Command::new("musl-gcc")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        let status = Command::new("musl-gcc")
+            .args(["-O2", "-static", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status();
+        return built(status, "musl-gcc");
+    }
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("no musl-gcc, and rustc --print sysroot: {e}"))?;
+    let host = host_triple().ok_or("no musl-gcc, and rustc -vV names no host")?;
+    let musl = host.replace("-gnu", "-musl");
+    if musl == host {
+        return Err(format!("no musl-gcc, and the host {host} has no musl twin"));
+    }
+    let crt = PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim())
+        .join(format!("lib/rustlib/{musl}/lib/self-contained"));
+    let files = [
+        "crt1.o",
+        "crti.o",
+        "crtbegin.o",
+        "libc.a",
+        "crtend.o",
+        "crtn.o",
+    ];
+    if let Some(missing) = files.iter().find(|f| !crt.join(f).exists()) {
+        return Err(format!(
+            "no musl-gcc, and no {} (rustup target add {musl})",
+            crt.join(missing).display()
+        ));
+    }
+    // glibc's headers declare `read` and `write` as musl defines them; no fortified `_chk`
+    // variants or stack protector, which musl's libc.a may not provide.
+    let status = Command::new("cc")
+        .args(["-O2", "-static", "-nostdlib", "-fno-stack-protector"])
+        .args(["-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=0", "-o"])
+        .arg(&bin)
+        .args([
+            crt.join("crt1.o"),
+            crt.join("crti.o"),
+            crt.join("crtbegin.o"),
+        ])
+        .arg(&src)
+        .arg(crt.join("libc.a"))
+        .arg("-lgcc")
+        .args([crt.join("crtend.o"), crt.join("crtn.o")])
+        .status();
+    built(status, "cc -static -nostdlib with musl's crt files")
+}
+
 /// A project with the signed starter map, the key pinned and the revision published as accepted.
 fn signed_project(root: &Path, work: &Path) {
     for sub in ["src", "docs"] {
@@ -443,6 +519,18 @@ fn main() {
         path: build_floor(root),
         args: Vec::new(),
     };
+    // The same floor linked against musl: a row of its own, and every program's paired ratio
+    // against it beside the one against the issue's (glibc) floor.
+    let floor_musl = match build_floor_musl(root) {
+        Ok(path) => Some(Prog {
+            path,
+            args: Vec::new(),
+        }),
+        Err(why) => {
+            println!("no musl floor row: {why}\n");
+            None
+        }
+    };
     let work = root.join("work");
     signed_project(root, &work);
     let path = |rel: &str| root.join(rel).display().to_string();
@@ -459,14 +547,16 @@ fn main() {
         let lines: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
         std::fs::write(root.join("env"), lines.concat()).expect("write env");
     }
-    // Program 0 is the floor, program i (1..) hook i.
+    // Program 0 is the (glibc) floor, program 1 the musl floor when it was built, then hook 1 …
     let mut programs = vec![floor.clone()];
+    programs.extend(floor_musl.iter().cloned());
+    let floors = programs.len();
     programs.extend(hooks.iter().cloned());
     // `HOOK_BENCH_SPLIT=1`: programs before the hooks that split the hook's time over the floor
     // into the C runtime's start, Rust's, this binary's image, and the work (docs/benchmarks.md):
     // the floor without a C runtime, the minimal Rust program for the host's target and (when
     // installed) its musl target, and the first hook without its work.
-    let mut first_hook = 1;
+    let mut first_hook = floors;
     if std::env::var_os("HOOK_BENCH_SPLIT").is_some_and(|v| v == "1") {
         let prog = |path| Prog {
             path,
@@ -487,20 +577,25 @@ fn main() {
         let mut no_work = hooks[0].clone();
         no_work.args.push("--bench-no-work".into());
         split.push(no_work);
-        first_hook = split.len() + 1;
-        split.extend(programs.drain(1..));
+        first_hook = floors + split.len();
+        split.extend(programs.drain(floors..));
         programs.extend(split);
     }
-    let hooks: Vec<Prog> = programs[1..].to_vec();
     let n = programs.len();
+    // Who program `p` is, in the tables.
+    let who = |p: usize| match p {
+        0 => "glibc floor".to_string(),
+        1 if floors == 2 => "musl floor".to_string(),
+        _ => format!("hook {}", p - floors + 1),
+    };
     let design = orders(n, fixed);
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    for (i, hook) in hooks.iter().enumerate() {
-        println!("hook {}: {}", i + 1, hook.show());
+    for (p, prog) in programs.iter().enumerate() {
+        println!("program {p} ({}): {}", who(p), prog.show());
     }
     println!(
-        "{runs} rounds per case after 20 warm-up rounds, each round every program once, in the \
-         order {} (rows used in turn; 0 = floor, i = hook i); load average at start: {}\n",
+        "\n{runs} rounds per case after 20 warm-up rounds, each round every program once, in the \
+         order {} (rows used in turn, of the program numbers above); load average at start: {}\n",
         if fixed {
             "fixed (HOOK_BENCH_ORDER=fixed)".to_string()
         } else {
@@ -520,11 +615,15 @@ fn main() {
     );
     println!(
         "Hook and floor medians of all rounds; *paired*: the median over rounds of the hook's time \
-         divided by (minus) the floor's in the same round; *vs hook 1*: the median of the per-round \
-         ratio to hook 1.\n"
+         divided by (minus) the floor's in the same round; *glibc floor*: the issue's floor (a \
+         static glibc C program; its start probes the CPU with `cpuid`, which a virtual machine \
+         traps), the goals are against it; *musl floor*: the same C program linked against musl \
+         (no such probing): a hook linked against musl skips that probing too, so read its ratio \
+         to the musl floor for the hook's own cost; *vs hook 1*: the median of the per-round ratio \
+         to hook 1.\n"
     );
-    println!("| case | decision | hook median | floor median | ratio of medians | paired ratio | paired excess | vs hook 1 | goal | hook peak RSS | floor peak RSS | instructions hook / floor |");
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("| case | decision | median | glibc floor median | ratio of medians | paired ratio, glibc floor | paired excess, glibc floor | musl floor median | paired ratio, musl floor | paired excess, musl floor | vs hook 1 | goal (glibc floor) | peak RSS | floors' peak RSS (glibc / musl) | instructions / glibc floor / musl floor |");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     // Per case, per program, per slot of the round: the times (for the position table).
     let mut by_slot: Vec<Vec<Vec<Vec<f64>>>> = Vec::new();
     let mut same_answers = Vec::new();
@@ -575,13 +674,43 @@ fn main() {
         let fm = median_f(&mut t[0].clone());
         let rss =
             |p| peak_rss_kib(p, &env, &stdin).map_or("n/a".to_string(), |k| format!("{k} KiB"));
-        for (i, hook) in hooks.iter().enumerate() {
-            let p = i + 1;
+        let floors_rss = format!(
+            "{} / {}",
+            rss(&floor),
+            floor_musl.as_ref().map_or("-".to_string(), rss)
+        );
+        let count =
+            |p: &Prog| instructions(p, &env, &stdin).map_or("n/a".to_string(), |i| i.to_string());
+        let floors_ir = if callgrind {
+            format!(
+                "{} / {}",
+                count(&floor),
+                floor_musl.as_ref().map_or("-".to_string(), count)
+            )
+        } else {
+            String::new()
+        };
+        // The per-round ratio and difference of program `p` against program `q`.
+        let paired = |p: usize, q: usize| {
+            let mut ratio: Vec<f64> = t[p].iter().zip(&t[q]).map(|(h, f)| h / f).collect();
+            let mut excess: Vec<f64> = t[p].iter().zip(&t[q]).map(|(h, f)| h - f).collect();
+            (median_f(&mut ratio), median_f(&mut excess))
+        };
+        for (p, hook) in programs.iter().enumerate().skip(1) {
             let hm = median_f(&mut t[p].clone());
-            let mut ratio: Vec<f64> = t[p].iter().zip(&t[0]).map(|(h, f)| h / f).collect();
-            let mut excess: Vec<f64> = t[p].iter().zip(&t[0]).map(|(h, f)| h - f).collect();
-            let vs_first = if p > 1 {
-                let mut r: Vec<f64> = t[p].iter().zip(&t[1]).map(|(h, a)| h / a).collect();
+            let (ratio, excess) = paired(p, 0);
+            let vs_musl = if floors == 2 && p > 1 {
+                let (r, e) = paired(p, 1);
+                format!(
+                    "{:.0} µs | {r:.2}× | {:.0} µs",
+                    median_f(&mut t[1].clone()) * 1e6,
+                    e * 1e6
+                )
+            } else {
+                "- | - | -".into()
+            };
+            let vs_first = if p > floors {
+                let mut r: Vec<f64> = t[p].iter().zip(&t[floors]).map(|(h, a)| h / a).collect();
                 format!("{:.3}×", median_f(&mut r))
             } else {
                 "-".into()
@@ -594,38 +723,36 @@ fn main() {
                         .as_str()
                         .map(str::to_string)
                 })
-                .unwrap_or_else(|| "?".into());
+                .unwrap_or_else(|| if p < floors { "-" } else { "?" }.into());
             let ir = if callgrind {
-                match (
-                    instructions(hook, &env, &stdin),
-                    instructions(&floor, &env, &stdin),
-                ) {
-                    (Some(a), Some(b)) => format!("{a} / {b}"),
-                    _ => "n/a".into(),
-                }
+                format!("{} / {floors_ir}", count(hook))
             } else {
                 "-".into()
             };
-            let label = if hooks.len() > 1 {
-                format!("{name} (hook {p})")
+            let label = if n > 2 {
+                format!("{name} ({})", who(p))
             } else {
                 (*name).to_string()
             };
+            let goal = if p >= floors {
+                format!("≤ {goal}×")
+            } else {
+                "-".into()
+            };
             println!(
-                "| {label} | {decision} | {:.0} µs | {:.0} µs | {:.2}× | {:.2}× | {:.0} µs | {vs_first} | ≤ {goal}× | {} | {} | {ir} |",
+                "| {label} | {decision} | {:.0} µs | {:.0} µs | {:.2}× | {ratio:.2}× | {:.0} µs | {vs_musl} | {vs_first} | {goal} | {} | {floors_rss} | {ir} |",
                 hm * 1e6,
                 fm * 1e6,
                 hm / fm,
-                median_f(&mut ratio),
-                median_f(&mut excess) * 1e6,
+                excess * 1e6,
                 rss(hook),
-                rss(&floor),
             );
         }
         by_slot.push(slots);
     }
     println!(
-        "\nAnswers byte-identical across the hooks (from hook {first_hook}), per case: {}",
+        "\nAnswers byte-identical across the hooks (from {}), per case: {}",
+        who(first_hook),
         same_answers
             .iter()
             .map(|s| if *s { "yes" } else { "NO" })
@@ -650,12 +777,7 @@ fn main() {
                     }
                 })
                 .collect();
-            let who = if p == 0 {
-                "floor".to_string()
-            } else {
-                format!("hook {p}")
-            };
-            println!("  case {case}: {who}: {}", cells.join(" "));
+            println!("  case {case}: {}: {}", who(p), cells.join(" "));
         }
     }
     println!("\nWhat ran before (median after that program minus the program's overall median, µs; case: program: after program 0..):");
@@ -673,7 +795,7 @@ fn main() {
                     }
                 })
                 .collect();
-            println!("  case {case}: program {p}: {}", cells.join(" "));
+            println!("  case {case}: {}: {}", who(p), cells.join(" "));
         }
     }
     match unit_costs(root, &work.join(tiermap::FILE_NAME)) {
