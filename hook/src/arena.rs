@@ -57,15 +57,21 @@ pub const MIN_LISTED: usize = 64;
 const LISTS: usize = MAX_LISTED / GRAIN;
 
 /// The end of a free list. Heads and links hold a block's offset plus one, so an empty arena's
-/// state is all zeros and lies in `.bss` with the region (no file-backed `.data` pages).
+/// state is all zeros and lies in `.bss` with the region it is part of (no `.data` page).
 const NIL: usize = 0;
 
-/// The region, page-aligned so every alignment up to a page is met at offset 0.
+/// The region, page-aligned so every alignment up to a page is met at offset 0, and the state of
+/// the arena over it behind its lock. All zeros when empty: a static one is `.bss`.
 #[repr(C, align(4096))]
-struct Region(UnsafeCell<[u8; SIZE]>);
+struct Region {
+    bytes: UnsafeCell<[u8; SIZE]>,
+    locked: AtomicBool,
+    state: UnsafeCell<State>,
+}
 
 // SAFETY: the bytes of the region are only reached through blocks `Arena` hands out, each to one
-// owner at a time, and through free blocks' links, only under the arena's lock.
+// owner at a time, and through free blocks' links, only under the lock; `state` is only reached
+// while `locked` is held (`Arena::lock`), by one thread at a time.
 unsafe impl Sync for Region {}
 
 /// What the lock guards: the offset of the first free byte, and each free list's first block.
@@ -78,15 +84,17 @@ struct State {
 /// own).
 pub struct Arena {
     region: &'static Region,
-    locked: AtomicBool,
-    state: UnsafeCell<State>,
 }
 
-// SAFETY: `state` is only reached while `locked` is held (`Arena::lock`), by one thread at a time.
-unsafe impl Sync for Arena {}
-
 /// The region of the process's global allocator.
-static GLOBAL: Region = Region(UnsafeCell::new([0; SIZE]));
+static GLOBAL: Region = Region {
+    bytes: UnsafeCell::new([0; SIZE]),
+    locked: AtomicBool::new(false),
+    state: UnsafeCell::new(State {
+        top: 0,
+        heads: [NIL; LISTS],
+    }),
+};
 
 /// `size` rounded up to [`GRAIN`] (`None` on overflow).
 #[inline(always)]
@@ -113,32 +121,21 @@ impl Held<'_> {
     fn state(&mut self) -> &mut State {
         // SAFETY: the lock is held by this guard (one at a time), so no other reference to the
         // state exists while this one lives (it borrows the guard mutably).
-        unsafe { &mut *self.arena.state.get() }
+        unsafe { &mut *self.arena.region.state.get() }
     }
 }
 
 impl Drop for Held<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        self.arena.locked.store(false, Ordering::Release);
+        self.arena.region.locked.store(false, Ordering::Release);
     }
 }
 
 impl Arena {
-    const fn over(region: &'static Region) -> Arena {
-        Arena {
-            region,
-            locked: AtomicBool::new(false),
-            state: UnsafeCell::new(State {
-                top: 0,
-                heads: [NIL; LISTS],
-            }),
-        }
-    }
-
     /// The global allocator's arena (for `#[global_allocator]` in `main.rs`).
     pub const fn global() -> Arena {
-        Arena::over(&GLOBAL)
+        Arena { region: &GLOBAL }
     }
 
     /// An arena over a fresh region from the system allocator (tests; leaked: a region lives as
@@ -149,15 +146,17 @@ impl Arena {
         let raw = unsafe { System.alloc_zeroed(layout) };
         assert!(!raw.is_null(), "no memory for a test region");
         // SAFETY: `raw` is a zeroed block with `Region`'s size and alignment, never freed; zero
-        // bytes are a valid `[u8; SIZE]` inside an `UnsafeCell`.
+        // bytes are a valid `Region`: bytes, an unlocked `AtomicBool`, and an empty state (top
+        // 0, every list `NIL`).
         let region: &'static Region = unsafe { &*raw.cast::<Region>() };
-        Arena::over(region)
+        Arena { region }
     }
 
     /// The state, if no other call holds it (never waits: see the module's comment).
     #[inline(always)]
     fn lock(&self) -> Option<Held<'_>> {
-        self.locked
+        self.region
+            .locked
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .ok()
             .map(|_| Held { arena: self })
@@ -166,7 +165,7 @@ impl Arena {
     /// The first byte of the region.
     #[inline(always)]
     fn base(&self) -> *mut u8 {
-        self.region.0.get().cast::<u8>()
+        self.region.bytes.get().cast::<u8>()
     }
 
     /// The offset of `ptr` in the region, if it points into it.
