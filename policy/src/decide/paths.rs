@@ -104,9 +104,11 @@ fn is_normal(path: &str) -> bool {
 
 /// Is `path` equal to `dir` or inside it? Both normalised.
 pub fn is_within(path: &str, dir: &str) -> bool {
+    // The byte after `dir` first: it rejects most paths without comparing the long prefix they
+    // share with `dir` (musl's `memcmp` goes byte by byte).
     dir == "/"
         || path == dir
-        || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
+        || (path.as_bytes().get(dir.len()) == Some(&b'/') && path.starts_with(dir))
 }
 
 #[cfg(test)]

@@ -301,7 +301,7 @@ impl NameShapes {
             || self
                 .general
                 .iter()
-                .any(|g| literal_matches_folded(b, g.as_bytes())))
+                .any(|g| tail_fits(b, g.as_bytes()) && literal_matches_folded(b, g.as_bytes())))
             && !NOT_SECRET_NAMES
                 .iter()
                 .any(|(n, _)| b.eq_ignore_ascii_case(n.as_bytes()))
@@ -749,6 +749,19 @@ fn may_match_with(a: &str, b: &str, a_glob: bool, dot_rule: bool) -> bool {
         }
     }
     dp[0]
+}
+
+/// Necessary for the literal name `name` to match the pattern `p` (`*`, `?`): the pattern's
+/// literal text after its last wildcard ends the name, ASCII case ignored. A cheap reject before
+/// [`literal_matches_folded`], which tries every position of the name for each `*`
+/// (`*service-account*.json` against every component of every argument).
+fn tail_fits(name: &[u8], p: &[u8]) -> bool {
+    let from = p
+        .iter()
+        .rposition(|&c| c == b'*' || c == b'?')
+        .map_or(0, |i| i + 1);
+    let tail = &p[from..];
+    name.len() >= tail.len() && name[name.len() - tail.len()..].eq_ignore_ascii_case(tail)
 }
 
 /// [`literal_matches`] ignoring the ASCII case of `a` (`b`, a name pattern, is in lower case).
@@ -1300,4 +1313,39 @@ mod built {
         heads: PREFIX_CHAINS.0,
         next: Cow::Borrowed(&PREFIX_NEXT),
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The cheap reject never rejects a name the matcher would match: any name and pattern
+        /// over a small alphabet (so matches happen), in both cases.
+        #[test]
+        fn tail_fits_whenever_the_name_matches(
+            name in "[aAbB.*?-]{0,12}",
+            pattern in "[ab.*?-]{0,8}",
+        ) {
+            let (n, p) = (name.as_bytes(), pattern.as_bytes());
+            if literal_matches_folded(n, p) {
+                prop_assert!(tail_fits(n, p), "{name} matches {pattern}");
+            }
+        }
+    }
+
+    #[test]
+    fn tail_fits_rejects_a_name_without_the_patterns_end() {
+        assert!(tail_fits(
+            b"My-Service-Account.JSON",
+            b"*service-account*.json"
+        ));
+        assert!(!tail_fits(
+            b"service-account.yaml",
+            b"*service-account*.json"
+        ));
+        assert!(!tail_fits(b"json", b"*.json"));
+        assert!(tail_fits(b"anything", b"a*"));
+    }
 }
