@@ -763,41 +763,9 @@ fn main() {
     // over all slots (µs). With a balanced order it cancels in the medians above; with
     // `HOOK_BENCH_ORDER=fixed` every program has one slot and this table is empty of contrast.
     println!("\nPosition effect (median in that slot of the round minus the program's overall median, µs; case: program: slots 0..):");
-    for (case, slots) in by_slot.iter().enumerate() {
-        for (p, per_slot) in slots.iter().enumerate() {
-            let mut all: Vec<f64> = per_slot.iter().flatten().copied().collect();
-            let overall = median_f(&mut all);
-            let cells: Vec<String> = per_slot
-                .iter()
-                .map(|v| {
-                    if v.is_empty() {
-                        "-".into()
-                    } else {
-                        format!("{:+.0}", (median_f(&mut v.clone()) - overall) * 1e6)
-                    }
-                })
-                .collect();
-            println!("  case {case}: {}: {}", who(p), cells.join(" "));
-        }
-    }
+    print_offsets(&by_slot, &who);
     println!("\nWhat ran before (median after that program minus the program's overall median, µs; case: program: after program 0..):");
-    for (case, after) in by_pred.iter().enumerate() {
-        for (p, per_pred) in after.iter().enumerate() {
-            let mut all: Vec<f64> = per_pred.iter().flatten().copied().collect();
-            let overall = median_f(&mut all);
-            let cells: Vec<String> = per_pred
-                .iter()
-                .map(|v| {
-                    if v.is_empty() {
-                        "-".into()
-                    } else {
-                        format!("{:+.0}", (median_f(&mut v.clone()) - overall) * 1e6)
-                    }
-                })
-                .collect();
-            println!("  case {case}: {}: {}", who(p), cells.join(" "));
-        }
-    }
+    print_offsets(&by_pred, &who);
     match unit_costs(root, &work.join(tiermap::FILE_NAME)) {
         Some((anon, file, statx, cpuid)) => println!(
             "\nThis machine: a minor fault {anon} ns (anonymous page, first touch), {file} ns (a \
@@ -814,4 +782,26 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
+}
+
+/// One table of the position diagnostics: for each case and program, the median of each group of
+/// its times (a slot of the round, or what ran before it) minus its median over all groups, µs.
+fn print_offsets(groups: &[Vec<Vec<Vec<f64>>>], who: &dyn Fn(usize) -> String) {
+    for (case, programs) in groups.iter().enumerate() {
+        for (p, per_group) in programs.iter().enumerate() {
+            let mut all: Vec<f64> = per_group.iter().flatten().copied().collect();
+            let overall = median_f(&mut all);
+            let cells: Vec<String> = per_group
+                .iter()
+                .map(|v| {
+                    if v.is_empty() {
+                        "-".into()
+                    } else {
+                        format!("{:+.0}", (median_f(&mut v.clone()) - overall) * 1e6)
+                    }
+                })
+                .collect();
+            println!("  case {case}: {}: {}", who(p), cells.join(" "));
+        }
+    }
 }
