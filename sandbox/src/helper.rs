@@ -9,7 +9,7 @@ use crate::effects::{self, Layer};
 use crate::init::{init_main, pidfd_open, InitArgs};
 use crate::model::{Area, Effect};
 use crate::protocol::{HelperReply, HelperRequest, InitMessage, MirrorSpec, ParentMessage, RawRun};
-use crate::setup::{MountPlan, OverlayMount, ScratchBind};
+use crate::setup::{MadeAhead, MountPlan, OverlayMount, ScratchBind};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use nix::mount::MsFlags;
@@ -287,14 +287,16 @@ fn overlays_for(
         .collect())
 }
 
-/// A prepared run: lock held, cgroups created and joined, an empty network namespace made.
+/// A prepared run: lock held, cgroups created and joined, empty network, IPC and UTS
+/// namespaces and a detached `/dev` made.
 pub struct Prepared {
     /// Held (flock) for the helper's life: `sweep_stale` skips locked runs.
     _lock: Flock<std::fs::File>,
     scratch: PathBuf,
     cgroup: RunCgroup,
-    /// For the run's pid 1 ([`fresh_netns`]); `None`: pid 1 makes its own.
-    netns: Option<OwnedFd>,
+    /// For the run's pid 1 ([`fresh_namespaces`], [`crate::setup::prepare_dev`]); what is
+    /// `None` pid 1 makes itself.
+    ahead: MadeAhead,
 }
 
 /// Everything that does not depend on the command: done ahead of time by a warm helper.
@@ -335,34 +337,57 @@ fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
         }
         return Err(e);
     }
-    let netns = fresh_netns()?;
+    let mut ahead = fresh_namespaces()?;
+    ahead.dev = crate::setup::prepare_dev();
     Ok(Prepared {
         _lock: lock,
         scratch,
         cgroup,
-        netns,
+        ahead,
     })
 }
 
-/// A new, empty network namespace (only a loopback device, down) for the run's pid 1, made
-/// ahead of the run: making one is ~0.6 ms of CPU that would otherwise be pid 1's, on the run's
-/// path. The helper enters it only to make it and returns to its own at once, so no process is
-/// in it until pid 1 enters it (`setup::enter_mirror` step 1); the only handle is this fd, held
-/// by this single-use helper and closed once pid 1 is forked, so nothing else can enter or
-/// configure it meanwhile: at the run it is exactly as empty as one made then. `None` when no
-/// namespace could be made here (pid 1 then makes its own, as before); an error when the
-/// helper could not return to its own namespace (a run with network would not get it).
-fn fresh_netns() -> Result<Option<OwnedFd>, HelperError> {
-    let Ok(own) = std::fs::File::open("/proc/self/ns/net") else {
-        return Ok(None);
+/// New namespaces for the run's pid 1, made ahead of the run: an empty network namespace (only
+/// a loopback device, down; making one is ~0.6 ms of CPU), an empty IPC namespace (making one
+/// mounts its own mqueue file system) and a UTS namespace whose hostname is set to the mirror's
+/// here — work that would otherwise be pid 1's, on the run's path. The helper enters them only
+/// to make them (one `unshare`) and returns to its own at once, so no process is in them until
+/// pid 1 enters them (`setup::enter_mirror` step 1); the only handles are these fds, held by this
+/// single-use helper and closed once pid 1 is forked, so nothing else can enter or configure
+/// them meanwhile: at the run they are exactly as empty as ones made then. All `None` when they
+/// could not be made here (pid 1 then makes its own, as before); an error when the helper could
+/// not return to its own (a run with network would not get the host's).
+fn fresh_namespaces() -> Result<MadeAhead, HelperError> {
+    let kinds = [
+        ("net", CloneFlags::CLONE_NEWNET),
+        ("ipc", CloneFlags::CLONE_NEWIPC),
+        ("uts", CloneFlags::CLONE_NEWUTS),
+    ];
+    let open = |name: &str| std::fs::File::open(format!("/proc/self/ns/{name}")).ok();
+    let Some(own) = kinds
+        .iter()
+        .map(|(name, _)| open(name))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(MadeAhead::default());
     };
-    if nix::sched::unshare(CloneFlags::CLONE_NEWNET).is_err() {
-        return Ok(None);
+    let all = kinds.iter().fold(CloneFlags::empty(), |a, (_, k)| a | *k);
+    if nix::sched::unshare(all).is_err() {
+        return Ok(MadeAhead::default());
     }
-    let fresh = std::fs::File::open("/proc/self/ns/net");
-    nix::sched::setns(&own, CloneFlags::CLONE_NEWNET)
-        .map_err(|e| HelperError::Kernel("return to the helper's network namespace", e))?;
-    Ok(fresh.ok().map(OwnedFd::from))
+    let named = nix::unistd::sethostname(crate::setup::HOSTNAME).is_ok();
+    let fresh = |name: &str| open(name).map(OwnedFd::from);
+    let made = MadeAhead {
+        net: fresh("net"),
+        ipc: fresh("ipc"),
+        uts: fresh("uts").filter(|_| named),
+        dev: None,
+    };
+    for (fd, (_, kind)) in own.iter().zip(kinds) {
+        nix::sched::setns(fd, kind)
+            .map_err(|e| HelperError::Kernel("return to the helper's own namespaces", e))?;
+    }
+    Ok(made)
 }
 
 /// What the run's pid 1 hands over so that its death does not wait for the kernel's teardown: its
@@ -577,7 +602,7 @@ fn run(
     let mut writable: Vec<PathBuf> = overlays.iter().map(|(_, o)| o.target.clone()).collect();
     writable.extend(["/tmp", "/run", "/dev/shm"].map(PathBuf::from));
     let env = cfg.command_env();
-    let netns = prep.netns.take();
+    let ahead = std::mem::take(&mut prep.ahead);
     // SAFETY: the helper is single-threaded here (its one thread, the secret walk, was joined
     // when the mount plan was made; nothing else spawns threads), so the child may run
     // arbitrary code after fork.
@@ -599,7 +624,7 @@ fn run(
                     writable,
                     not_before: started,
                     host_root,
-                    netns,
+                    ahead,
                     hand_off: held_theirs,
                     report: rep_w,
                     stdout: out_w,
@@ -615,7 +640,7 @@ fn run(
     };
     let run_start = Instant::now();
     // Our copy of the hand-off goes: the caller sees EOF once pid 1 has sent (or died).
-    drop((rep_w, out_w, err_w, proxy, host_root, netns, held_theirs));
+    drop((rep_w, out_w, err_w, proxy, host_root, ahead, held_theirs));
     held.0 = held_ours;
     let pidfd = pidfd_open(child.as_raw());
 

@@ -44,9 +44,10 @@ pub struct InitArgs<'a> {
     /// The detached copy of the host's mount tree the mirror's root is made of
     /// ([`crate::syscall::clone_tree`]).
     pub host_root: OwnedFd,
-    /// An empty network namespace the helper made when it was prepared, entered instead of
-    /// making one (`setup::enter_mirror` step 1; unused when the run keeps the host's network).
-    pub netns: Option<OwnedFd>,
+    /// What the helper made when it was prepared (namespaces no process has entered, a
+    /// detached `/dev`), used instead of making them (`setup::enter_mirror`; the network
+    /// namespace is unused when the run keeps the host's network).
+    pub ahead: crate::setup::MadeAhead,
     /// The helper's socket for what must outlive pid 1 (`helper::Held`): the mirror's mount
     /// namespace and the fanotify group, so that pid 1's exit does not wait for their teardown.
     pub hand_off: Option<OwnedFd>,
@@ -78,11 +79,11 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         &RealSyscall,
         args.plan,
         args.host_root.as_raw_fd(),
-        args.netns.as_ref().map(AsRawFd::as_raw_fd),
+        args.ahead.raw(),
     );
     // Attached or entered (or failed): the fds are of no further use, and no fd of pid 1's
     // reaches the command.
-    drop((args.host_root, args.netns));
+    drop((args.host_root, args.ahead));
     if let Err(e) = entered {
         report.send(&InitMessage::SetupFailed { message: chain(&e) });
         return 1;

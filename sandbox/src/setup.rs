@@ -9,7 +9,7 @@ use nix::errno::Errno;
 use nix::mount::MsFlags;
 use nix::sched::CloneFlags;
 use serde::{Deserialize, Serialize};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 /// One overlay: the host path is both the read-only lower layer and the mount point in the mirror.
@@ -76,15 +76,95 @@ pub const PROC_READ_ONLY: [&str; 5] = ["sys", "sysrq-trigger", "irq", "bus", "fs
 /// /proc entries hidden behind /dev/null (kernel memory and key listings).
 pub const PROC_MASKED: [&str; 4] = ["kcore", "keys", "timer_list", "kallsyms"];
 
+/// The mirror's hostname (step 9; in a UTS namespace made ahead, set when it was made).
+pub const HOSTNAME: &str = "cmdgate-mirror";
+
+/// What a prepared helper made before the run was known, each held only by that single-use
+/// helper as an fd (`helper::prepare`): pid 1 uses each instead of making it on the run's path,
+/// and makes what is `None` itself, as before.
+#[derive(Debug, Default)]
+pub struct MadeAhead {
+    /// An empty network namespace no process is in (`helper::fresh_namespaces`).
+    pub net: Option<OwnedFd>,
+    /// An empty IPC namespace no process is in.
+    pub ipc: Option<OwnedFd>,
+    /// A UTS namespace no process is in, its hostname already [`HOSTNAME`].
+    pub uts: Option<OwnedFd>,
+    /// The mirror's `/dev` as a detached mount tree ([`prepare_dev`]).
+    pub dev: Option<OwnedFd>,
+}
+
+impl MadeAhead {
+    /// The fds, for [`enter_mirror`].
+    pub fn raw(&self) -> Ahead {
+        let raw = |fd: &Option<OwnedFd>| fd.as_ref().map(AsRawFd::as_raw_fd);
+        Ahead {
+            net: raw(&self.net),
+            ipc: raw(&self.ipc),
+            uts: raw(&self.uts),
+            dev: raw(&self.dev),
+        }
+    }
+}
+
+/// The fds of a [`MadeAhead`] (kept open by the caller for the call).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ahead {
+    /// See [`MadeAhead::net`].
+    pub net: Option<RawFd>,
+    /// See [`MadeAhead::ipc`].
+    pub ipc: Option<RawFd>,
+    /// See [`MadeAhead::uts`].
+    pub uts: Option<RawFd>,
+    /// See [`MadeAhead::dev`].
+    pub dev: Option<RawFd>,
+}
+
+/// The mirror's `/dev` (step 7) built ahead as a detached mount tree: a new tmpfs (`fsmount`,
+/// attached nowhere, so in no process's mount table) holding a bind of each of the host's
+/// [`DEVICES`], the `fd`/`std*` links and an empty `shm` directory — exactly what step 7 builds
+/// in place. Only the caller holds the fd (the single-use helper; nothing else can reach or
+/// change the tree), and pid 1 attaches it whole with one `move_mount` instead of 18 calls.
+/// `None` when the kernel cannot (binding into a detached tree needs Linux 6.15): pid 1 builds
+/// `/dev` itself.
+pub fn prepare_dev() -> Option<OwnedFd> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let tree = crate::syscall::new_tmpfs(
+        &[("source", "tmpfs"), ("mode", "0755"), ("size", "65536")],
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+    )
+    .ok()?;
+    let flags = OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_CLOEXEC;
+    for name in DEVICES {
+        drop(openat(&tree, name, flags, Mode::from_bits_truncate(0o644)).ok()?);
+        let node = crate::syscall::clone_mount(&Path::new("/dev").join(name), false).ok()?;
+        crate::syscall::attach_below(node.as_raw_fd(), tree.as_raw_fd(), Path::new(name)).ok()?;
+    }
+    for (link, to) in DEV_LINKS {
+        nix::unistd::symlinkat(to, &tree, link).ok()?;
+    }
+    nix::sys::stat::mkdirat(&tree, "shm", Mode::from_bits_truncate(0o1777)).ok()?;
+    Some(tree)
+}
+
+/// The links of the mirror's `/dev` (name, target).
+const DEV_LINKS: [(&str, &str); 4] = [
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
 /// A failed setup step; each step has its own variant so the report says exactly what broke.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// Step 1.
     #[error("failed to unshare mount/ipc/uts/net namespaces")]
     Unshare(#[source] Errno),
-    /// Step 1, with a network namespace made ahead.
-    #[error("failed to enter the run's network namespace")]
-    EnterNet(#[source] Errno),
+    /// Step 1, with a namespace made ahead.
+    #[error("failed to enter the run's {0} namespace made ahead")]
+    EnterAhead(&'static str, #[source] Errno),
     /// Step 2.
     #[error("failed to make mount propagation private")]
     MakePrivate(#[source] Errno),
@@ -166,26 +246,41 @@ fn bind_scratch<S: Syscall>(sys: &S, root: &Path, b: &ScratchBind) -> Result<(),
 
 /// Build the mirror and enter it: afterwards `/` is the mirror and the host root is gone.
 /// `host_root` is a detached copy of the host's mount tree taken before the scratch tmpfs was
-/// mounted ([`crate::syscall::clone_tree`]). `netns`, when the helper made one ahead, is an empty
-/// network namespace no process has entered (`helper::fresh_netns`), used instead of a new one.
+/// mounted ([`crate::syscall::clone_tree`]). `ahead` is what the helper made when it was
+/// prepared ([`MadeAhead`]): namespaces no process has entered and a detached `/dev`, each used
+/// instead of making it here.
 pub fn enter_mirror<S: Syscall>(
     sys: &S,
     plan: &MountPlan,
     host_root: RawFd,
-    netns: Option<RawFd>,
+    ahead: Ahead,
 ) -> Result<(), SetupError> {
     let root = &plan.new_root;
 
     // 1. Private namespaces: our own mount table (so nothing we mount is seen by the host), IPC
-    //    and UTS; an empty network namespace unless the run may use the network: the one the
-    //    helper made when it was prepared (making one costs ~0.6 ms of CPU, off the run's path
-    //    there), else a new one. The pid namespace was unshared by the helper before it forked
-    //    us (it only applies to children).
-    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
-    if !plan.network {
-        match netns {
-            Some(fd) => sys.enter_net(fd).map_err(SetupError::EnterNet)?,
-            None => flags |= CloneFlags::CLONE_NEWNET,
+    //    and UTS; an empty network namespace unless the run may use the network. The IPC, UTS
+    //    and network ones the helper made when it was prepared (empty, entered by no process
+    //    since: `helper::fresh_namespaces`; making them costs CPU, off the run's path there)
+    //    are entered, the others made now. The pid namespace was unshared by the helper before
+    //    it forked us (it only applies to children).
+    let mut flags = CloneFlags::CLONE_NEWNS;
+    let made = [
+        (
+            ahead.net,
+            CloneFlags::CLONE_NEWNET,
+            "network",
+            !plan.network,
+        ),
+        (ahead.ipc, CloneFlags::CLONE_NEWIPC, "IPC", true),
+        (ahead.uts, CloneFlags::CLONE_NEWUTS, "UTS", true),
+    ];
+    for (fd, kind, what, wanted) in made {
+        match (wanted, fd) {
+            (false, _) => {}
+            (true, Some(fd)) => sys
+                .enter_ns(fd, kind)
+                .map_err(|e| SetupError::EnterAhead(what, e))?,
+            (true, None) => flags |= kind,
         }
     }
     sys.unshare(flags).map_err(SetupError::Unshare)?;
@@ -287,37 +382,15 @@ pub fn enter_mirror<S: Syscall>(
     }
 
     // 7. A minimal /dev: the host's /dev holds disks and consoles. A small tmpfs with only the
-    //    harmless character devices, bound from the host (no mknod needed).
+    //    harmless character devices, bound from the host (no mknod needed): the one the helper
+    //    built ahead as a detached tree ([`prepare_dev`]), attached whole, else built here.
     let dev = inside(root, Path::new("/dev"));
-    sys.mount(
-        Some(Path::new("tmpfs")),
-        &dev,
-        Some("tmpfs"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("mode=0755,size=65536"),
-    )
-    .map_err(|e| SetupError::Dev(dev.clone(), e))?;
-    for name in DEVICES {
-        let node = dev.join(name);
-        sys.create_file(&node)
-            .map_err(|e| SetupError::Dev(node.clone(), e))?;
-        let host = Path::new("/dev").join(name);
-        sys.mount(Some(&host), &node, None, MsFlags::MS_BIND, None)
-            .map_err(|e| SetupError::Dev(node.clone(), e))?;
+    match ahead.dev {
+        Some(tree) => sys
+            .attach_tree(tree, &dev)
+            .map_err(|e| SetupError::Dev(dev.clone(), e))?,
+        None => build_dev(sys, &dev)?,
     }
-    for (link, to) in [
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ] {
-        let link = dev.join(link);
-        sys.symlink(Path::new(to), &link)
-            .map_err(|e| SetupError::Dev(link.clone(), e))?;
-    }
-    let shm = dev.join("shm");
-    sys.mkdir(&shm, 0o1777)
-        .map_err(|e| SetupError::Dev(shm.clone(), e))?;
 
     // 7b. /dev/shm, like /tmp.
     bind_scratch(
@@ -364,9 +437,11 @@ pub fn enter_mirror<S: Syscall>(
         }
     }
 
-    // 9. Our own hostname in our own UTS namespace: nothing the host sees changes.
-    sys.sethostname("cmdgate-mirror")
-        .map_err(SetupError::Hostname)?;
+    // 9. Our own hostname in our own UTS namespace: nothing the host sees changes (one made
+    //    ahead has it already).
+    if ahead.uts.is_none() {
+        sys.sethostname(HOSTNAME).map_err(SetupError::Hostname)?;
+    }
 
     // 10. Swap roots. pivot_root(".", ".") stacks the old root on top of the new one without a
     //     put_old directory (the new root is read-only, we could not create one).
@@ -379,6 +454,35 @@ pub fn enter_mirror<S: Syscall>(
         .map_err(SetupError::DetachOldRoot)?;
     sys.chdir(Path::new("/"))
         .map_err(SetupError::DetachOldRoot)?;
+    Ok(())
+}
+
+/// Step 7 in place, when no `/dev` was built ahead ([`prepare_dev`] builds the same).
+fn build_dev<S: Syscall>(sys: &S, dev: &Path) -> Result<(), SetupError> {
+    sys.mount(
+        Some(Path::new("tmpfs")),
+        dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=65536"),
+    )
+    .map_err(|e| SetupError::Dev(dev.to_path_buf(), e))?;
+    for name in DEVICES {
+        let node = dev.join(name);
+        sys.create_file(&node)
+            .map_err(|e| SetupError::Dev(node.clone(), e))?;
+        let host = Path::new("/dev").join(name);
+        sys.mount(Some(&host), &node, None, MsFlags::MS_BIND, None)
+            .map_err(|e| SetupError::Dev(node.clone(), e))?;
+    }
+    for (link, to) in DEV_LINKS {
+        let link = dev.join(link);
+        sys.symlink(Path::new(to), &link)
+            .map_err(|e| SetupError::Dev(link.clone(), e))?;
+    }
+    let shm = dev.join("shm");
+    sys.mkdir(&shm, 0o1777)
+        .map_err(|e| SetupError::Dev(shm.clone(), e))?;
     Ok(())
 }
 
@@ -475,7 +579,7 @@ mod tests {
     #[test]
     fn setup_order_is_isolating() {
         let sys = RecordingSyscall::default();
-        enter_mirror(&sys, &plan(), -1, None).expect("recording never fails");
+        enter_mirror(&sys, &plan(), -1, Ahead::default()).expect("recording never fails");
         let calls = sys.calls();
 
         // unshare comes first, with an empty network namespace.
@@ -596,38 +700,166 @@ mod tests {
         let sys = RecordingSyscall::default();
         let mut p = plan();
         p.network = true;
-        enter_mirror(&sys, &p, -1, None).expect("recording never fails");
+        enter_mirror(&sys, &p, -1, Ahead::default()).expect("recording never fails");
         let Call::Unshare(flags) = &sys.calls()[0] else {
             panic!("first call must be unshare");
         };
         assert!(!flags.contains(CloneFlags::CLONE_NEWNET));
     }
 
+    fn made_ahead() -> Ahead {
+        Ahead {
+            net: Some(7),
+            ipc: Some(8),
+            uts: Some(9),
+            dev: None,
+        }
+    }
+
     #[test]
-    fn a_network_namespace_made_ahead_is_entered_first_and_never_for_a_network_run() {
-        // Without network: the prepared namespace is entered before anything else and no new
-        // one is made.
+    fn namespaces_made_ahead_are_entered_first_and_never_a_network_one_for_a_network_run() {
+        // Without network: the prepared namespaces are entered before anything else, no new
+        // ones of their kinds are made, and the hostname (set when made) is not set again.
         let sys = RecordingSyscall::default();
-        enter_mirror(&sys, &plan(), -1, Some(7)).expect("recording never fails");
+        enter_mirror(&sys, &plan(), -1, made_ahead()).expect("recording never fails");
         let calls = sys.calls();
-        assert_eq!(calls[0], Call::EnterNet);
-        let Call::Unshare(flags) = &calls[1] else {
-            panic!("unshare must follow: {calls:?}");
-        };
-        assert!(flags.contains(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC));
-        assert!(!flags.contains(CloneFlags::CLONE_NEWNET));
-        assert_eq!(calls.iter().filter(|c| **c == Call::EnterNet).count(), 1);
+        assert_eq!(
+            calls[..3],
+            [
+                Call::EnterNs(CloneFlags::CLONE_NEWNET),
+                Call::EnterNs(CloneFlags::CLONE_NEWIPC),
+                Call::EnterNs(CloneFlags::CLONE_NEWUTS)
+            ]
+        );
+        assert_eq!(
+            calls[3],
+            Call::Unshare(CloneFlags::CLONE_NEWNS),
+            "{calls:?}"
+        );
+        assert_eq!(
+            calls
+                .iter()
+                .filter(|c| matches!(c, Call::EnterNs(_)))
+                .count(),
+            3
+        );
+        assert!(!calls.iter().any(|c| matches!(c, Call::Hostname(_))));
         // With network: the host's namespace stays, whatever was made ahead.
         let sys = RecordingSyscall::default();
         let mut p = plan();
         p.network = true;
-        enter_mirror(&sys, &p, -1, Some(7)).expect("recording never fails");
+        enter_mirror(&sys, &p, -1, made_ahead()).expect("recording never fails");
         let calls = sys.calls();
-        assert!(!calls.contains(&Call::EnterNet), "{calls:?}");
-        let Call::Unshare(flags) = &calls[0] else {
-            panic!("first call must be unshare");
+        assert!(
+            !calls.contains(&Call::EnterNs(CloneFlags::CLONE_NEWNET)),
+            "{calls:?}"
+        );
+        let Some(Call::Unshare(flags)) = calls.iter().find(|c| matches!(c, Call::Unshare(_)))
+        else {
+            panic!("no unshare: {calls:?}");
         };
         assert!(!flags.contains(CloneFlags::CLONE_NEWNET));
+        // Only the network one made ahead: IPC and UTS made here, the hostname set here.
+        let sys = RecordingSyscall::default();
+        let ahead = Ahead {
+            ipc: None,
+            uts: None,
+            ..made_ahead()
+        };
+        enter_mirror(&sys, &plan(), -1, ahead).expect("recording never fails");
+        let calls = sys.calls();
+        assert_eq!(calls[0], Call::EnterNs(CloneFlags::CLONE_NEWNET));
+        assert_eq!(
+            calls[1],
+            Call::Unshare(
+                CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS
+            )
+        );
+        assert!(calls.contains(&Call::Hostname(HOSTNAME.into())));
+    }
+
+    #[test]
+    fn a_dev_built_ahead_is_attached_whole_where_dev_would_be_built() {
+        let dev = Path::new("/s/run1/root/dev");
+        let in_dev = |c: &Call| match c {
+            Call::Mount { target, .. } => target.starts_with(dev) && *target != dev.join("shm"),
+            Call::CreateFile(p) | Call::Mkdir(p) | Call::Symlink(_, p) => p.starts_with(dev),
+            _ => false,
+        };
+        // Built here: the tmpfs, the device binds, the links, shm.
+        let sys = RecordingSyscall::default();
+        enter_mirror(&sys, &plan(), -1, Ahead::default()).expect("recording never fails");
+        let built = sys.calls();
+        assert_eq!(built.iter().filter(|c| in_dev(c)).count(), 18, "{built:?}");
+        // Made ahead: one attach at the same point of the order, nothing else under /dev but
+        // the scratch /dev/shm bind, which follows it.
+        let sys = RecordingSyscall::default();
+        let ahead = Ahead {
+            dev: Some(5),
+            ..Ahead::default()
+        };
+        enter_mirror(&sys, &plan(), -1, ahead).expect("recording never fails");
+        let calls = sys.calls();
+        assert!(!calls.iter().any(in_dev), "{calls:?}");
+        let attach = position(&calls, |c| *c == Call::AttachTree(dev.to_path_buf()));
+        let first_built = position(&built, in_dev);
+        assert_eq!(calls[..attach], built[..first_built]);
+        let shm = position(
+            &calls,
+            |c| matches!(c, Call::Mount { target, .. } if target == &dev.join("shm")),
+        );
+        assert_eq!(shm, attach + 1);
+    }
+
+    /// Needs root and Linux 6.15 or later (binding into a detached tree), as this project's
+    /// development and CI machines have.
+    #[test]
+    fn a_dev_built_ahead_holds_the_hosts_devices_and_is_in_no_mount_table() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let tree = prepare_dev().expect("a /dev built ahead (root, Linux 6.15 or later)");
+        let root = PathBuf::from(format!("/proc/self/fd/{}", tree.as_raw_fd()));
+        let mut names: Vec<String> = std::fs::read_dir(&root)
+            .expect("list the tree")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let mut expected: Vec<&str> = DEVICES
+            .iter()
+            .chain(DEV_LINKS.iter().map(|(l, _)| l))
+            .chain(["shm"].iter())
+            .copied()
+            .collect();
+        expected.sort();
+        assert_eq!(names, expected);
+        for name in DEVICES {
+            let ours = std::fs::metadata(root.join(name)).expect("device");
+            let host = std::fs::metadata(Path::new("/dev").join(name)).expect("host device");
+            assert!(ours.file_type().is_char_device(), "{name}");
+            assert_eq!(ours.rdev(), host.rdev(), "{name}");
+        }
+        for (link, to) in DEV_LINKS {
+            assert_eq!(
+                std::fs::read_link(root.join(link)).expect("link"),
+                Path::new(to)
+            );
+        }
+        assert!(std::fs::symlink_metadata(root.join("shm"))
+            .expect("shm")
+            .is_dir());
+        // Detached: its file system is mounted nowhere a process could reach it.
+        let dev = std::fs::metadata(&root).expect("tree").dev();
+        let id = format!(
+            "{}:{}",
+            nix::sys::stat::major(dev),
+            nix::sys::stat::minor(dev)
+        );
+        let table = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        assert!(
+            !table
+                .lines()
+                .any(|l| l.split(' ').nth(2) == Some(id.as_str())),
+            "{id} is attached: {table}"
+        );
     }
 
     #[test]
@@ -636,7 +868,7 @@ mod tests {
         let mut p = plan();
         p.overlays[1].target = PathBuf::from("/home/u/a,b");
         assert!(matches!(
-            enter_mirror(&sys, &p, -1, None),
+            enter_mirror(&sys, &p, -1, Ahead::default()),
             Err(SetupError::UnsupportedPath(_))
         ));
     }

@@ -27,26 +27,110 @@ const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
 /// `open_tree(2)`: a detached copy instead of the mount itself (linux/mount.h).
 const OPEN_TREE_CLONE: libc::c_uint = 0x1;
 
+/// `fsopen(2)`/`fsmount(2)`: close-on-exec (linux/mount.h).
+const FSOPEN_CLOEXEC: libc::c_uint = 0x1;
+const FSMOUNT_CLOEXEC: libc::c_uint = 0x1;
+/// `fsconfig(2)` commands (linux/mount.h).
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+
 /// A detached copy of the mount tree at `path`, every submount included (`open_tree(2)` with
 /// `OPEN_TREE_CLONE | AT_RECURSIVE`), close-on-exec. It shows the mounts as they are now: mounts
 /// made later (the run's scratch tmpfs) are not in it, so nothing has to be unmounted from it.
 /// Closing the last fd of a tree that was never attached unmounts it.
 pub fn clone_tree(path: &Path) -> Result<OwnedFd, Errno> {
+    clone_mount(path, true)
+}
+
+/// A detached copy of the mount at `path` (with its submounts when `recursive`): what a bind
+/// mount of `path` would attach (`open_tree(2)` with `OPEN_TREE_CLONE`), close-on-exec.
+pub fn clone_mount(path: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
     let path = cpath(path)?;
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
     // SAFETY: `path` is a NUL-terminated string that outlives the call.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            path.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
-        )
-    };
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
     if fd < 0 {
         return Err(Errno::last());
     }
     // SAFETY: open_tree returned a new fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// A new tmpfs (`fsopen` + `fsconfig` + `fsmount`) with `options` (key, value) and the mount
+/// attributes `attr` (`MOUNT_ATTR_*`), as a detached mount attached nowhere: close-on-exec, and
+/// unmounted when its last fd closes unless it was attached ([`Syscall::attach_tree`]).
+pub fn new_tmpfs(options: &[(&str, &str)], attr: u64) -> Result<OwnedFd, Errno> {
+    let owned = |fd: libc::c_long| -> Result<OwnedFd, Errno> {
+        if fd < 0 {
+            return Err(Errno::last());
+        }
+        // SAFETY: the syscall returned a new fd that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    };
+    // SAFETY: a NUL-terminated literal and an integer flag.
+    let ctx = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?;
+    let config = |cmd: libc::c_uint, key: Option<&CString>, value: Option<&CString>| {
+        let ptr = |c: Option<&CString>| c.map_or(std::ptr::null(), |c| c.as_ptr());
+        // SAFETY: `ctx` is our fs context fd; key and value are NUL-terminated strings (or
+        // NULL, as the command expects) that outlive the call; the kernel only reads them.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                std::os::fd::AsRawFd::as_raw_fd(&ctx),
+                cmd,
+                ptr(key),
+                ptr(value),
+                0,
+            )
+        };
+        if rc < 0 {
+            Err(Errno::last())
+        } else {
+            Ok(())
+        }
+    };
+    for (key, value) in options {
+        let key = CString::new(*key).map_err(|_| Errno::EINVAL)?;
+        let value = CString::new(*value).map_err(|_| Errno::EINVAL)?;
+        config(FSCONFIG_SET_STRING, Some(&key), Some(&value))?;
+    }
+    config(FSCONFIG_CMD_CREATE, None, None)?;
+    // SAFETY: integer arguments only; `ctx` is a created fs context of ours.
+    owned(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            std::os::fd::AsRawFd::as_raw_fd(&ctx),
+            FSMOUNT_CLOEXEC,
+            attr,
+        )
+    })
+}
+
+/// `move_mount(tree, "", dir, name, MOVE_MOUNT_F_EMPTY_PATH)`: attach the detached `tree` at
+/// `name` below the directory fd `dir` — also when `dir` is itself in a detached tree (Linux
+/// 6.15 and later; earlier kernels refuse with `EINVAL`).
+pub fn attach_below(tree: RawFd, dir: RawFd, name: &Path) -> Result<(), Errno> {
+    let name = cpath(name)?;
+    // SAFETY: integer fds of the caller's and NUL-terminated strings that outlive the call; the
+    // kernel only reads them.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            dir,
+            name.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(Errno::last())
+    }
 }
 
 /// Kernel calls made while building the mirror's mount namespace.
@@ -81,8 +165,8 @@ pub trait Syscall {
     fn symlink(&self, target: &Path, link: &Path) -> Result<(), Errno>;
     /// `sethostname(2)`.
     fn sethostname(&self, name: &str) -> Result<(), Errno>;
-    /// `setns(netns, CLONE_NEWNET)`: enter the network namespace the fd names.
-    fn enter_net(&self, netns: RawFd) -> Result<(), Errno>;
+    /// `setns(fd, kind)`: enter the namespace of that one kind (network, IPC, UTS) the fd names.
+    fn enter_ns(&self, fd: RawFd, kind: CloneFlags) -> Result<(), Errno>;
 }
 
 /// The real kernel.
@@ -202,9 +286,9 @@ impl Syscall for RealSyscall {
         nix::unistd::sethostname(name)
     }
 
-    fn enter_net(&self, netns: RawFd) -> Result<(), Errno> {
+    fn enter_ns(&self, fd: RawFd, kind: CloneFlags) -> Result<(), Errno> {
         // SAFETY: integer arguments only; the caller keeps the fd open for the call.
-        if unsafe { libc::setns(netns, libc::CLONE_NEWNET) } < 0 {
+        if unsafe { libc::setns(fd, kind.bits()) } < 0 {
             return Err(Errno::last());
         }
         Ok(())
@@ -247,8 +331,8 @@ pub enum Call {
     Symlink(PathBuf, PathBuf),
     /// `sethostname(name)`.
     Hostname(String),
-    /// `setns(fd, CLONE_NEWNET)`.
-    EnterNet,
+    /// `setns(fd, kind)`.
+    EnterNs(CloneFlags),
 }
 
 /// Records every call and succeeds; used only by the setup-order unit test.
@@ -330,7 +414,7 @@ impl Syscall for RecordingSyscall {
         self.push(Call::Hostname(name.to_string()))
     }
 
-    fn enter_net(&self, _netns: RawFd) -> Result<(), Errno> {
-        self.push(Call::EnterNet)
+    fn enter_ns(&self, _fd: RawFd, kind: CloneFlags) -> Result<(), Errno> {
+        self.push(Call::EnterNs(kind))
     }
 }

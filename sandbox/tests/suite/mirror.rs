@@ -461,15 +461,28 @@ fn a_background_writer_is_gone_when_the_run_ends_and_the_upper_dir_stays_as_judg
     fin.kept.discard().expect("discard");
 }
 
-/// A warm helper makes the run's empty network namespace ahead (`helper::fresh_netns`): the run
-/// is in a namespace of its own — not the host's, not the previous run's — holding only
-/// loopback; a run with `network` keeps the host's. (A namespace made ahead that were the host's,
-/// or shared between runs, would give a run a network it was not granted.)
+/// A warm helper makes the run's empty network, IPC and UTS namespaces and its `/dev` ahead
+/// (`helper::fresh_namespaces`, `setup::prepare_dev`): the run is in namespaces of its own —
+/// not the host's, not the previous run's — the network one holding only loopback, the UTS one
+/// named `cmdgate-mirror`, and its `/dev` holds exactly the harmless devices (the host's own
+/// nodes), the links and `shm`; a run with `network` keeps the host's network namespace. (A
+/// namespace made ahead that were the host's, or shared between runs, would give a run a
+/// network, IPC objects or a hostname it was not granted; a `/dev` other than the minimal one
+/// would give it the host's disks.)
 #[test]
-fn a_warm_helpers_network_namespace_is_the_runs_own_and_empty() {
+fn a_warm_helpers_namespaces_and_dev_are_the_runs_own_and_empty() {
     let env = Env::new();
-    let host_ns = std::fs::read_link("/proc/self/ns/net").expect("own netns");
-    let probe = "readlink /proc/self/ns/net; cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '";
+    let ns = |kind: &str| {
+        std::fs::read_link(format!("/proc/self/ns/{kind}"))
+            .expect("own namespace")
+            .to_string_lossy()
+            .into_owned()
+    };
+    let host: Vec<String> = ["net", "ipc", "uts"].into_iter().map(ns).collect();
+    let probe = "readlink /proc/self/ns/net /proc/self/ns/ipc /proc/self/ns/uts; hostname; \
+                 ls -A /dev | tr '\\n' ' '; echo; stat -c '%F %t:%T' /dev/null /dev/tty; \
+                 cat /proc/sysvipc/shm /proc/sysvipc/msg /proc/sysvipc/sem | grep -vc key; \
+                 cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '";
     // All three prepared before any runs: their namespaces exist at once, so two distinct ones
     // cannot have the same inode number (a freed namespace's number may be reused).
     let configs: Vec<(bool, RunConfig, mirror::Warm)> = [false, false, true]
@@ -482,7 +495,7 @@ fn a_warm_helpers_network_namespace_is_the_runs_own_and_empty() {
             (network, config, warm)
         })
         .collect();
-    let mut seen = Vec::new();
+    let mut seen: Vec<String> = Vec::new();
     for (network, config, warm) in &configs {
         let (network, config) = (*network, config.clone());
         let mut run = mirror::start_with(warm, &config, &command(&env, probe)).expect("start");
@@ -492,17 +505,33 @@ fn a_warm_helpers_network_namespace_is_the_runs_own_and_empty() {
             .read_to_string(&mut stdout)
             .expect("read stdout");
         let fin = run.wait().expect("wait");
-        let mut lines = stdout.lines();
-        let ns = lines.next().unwrap_or_default().to_owned();
-        let devices: Vec<&str> = lines.collect();
-        if network {
-            assert_eq!(ns, host_ns.to_string_lossy(), "{stdout}");
-        } else {
-            assert!(ns.starts_with("net:["), "{stdout} {:?}", fin.run);
-            assert_ne!(ns, host_ns.to_string_lossy(), "the host's namespace");
-            assert!(!seen.contains(&ns), "a namespace shared between runs: {ns}");
-            assert_eq!(devices, ["lo"], "{stdout}");
-            seen.push(ns);
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert!(lines.len() >= 8, "{stdout} {:?}", fin.run);
+        let (spaces, rest) = lines.split_at(3);
+        // Every kind but the network one of a `network` run is the run's own.
+        for (i, (space, host)) in spaces.iter().zip(&host).enumerate() {
+            if network && i == 0 {
+                assert_eq!(space, host, "{stdout}");
+                continue;
+            }
+            assert_ne!(space, host, "the host's namespace: {stdout}");
+            assert!(
+                !seen.iter().any(|s| s == space),
+                "a namespace shared between runs: {space}"
+            );
+            seen.push((*space).to_owned());
+        }
+        assert_eq!(rest[0], "cmdgate-mirror", "{stdout}");
+        assert_eq!(
+            rest[1].trim(),
+            "fd full null random shm stderr stdin stdout tty urandom zero",
+            "{stdout}"
+        );
+        assert_eq!(rest[2], "character special file 1:3", "{stdout}");
+        assert_eq!(rest[3], "character special file 5:0", "{stdout}");
+        assert_eq!(rest[4], "0", "IPC objects in a fresh namespace: {stdout}");
+        if !network {
+            assert_eq!(rest[5..], ["lo"], "{stdout}");
         }
         fin.kept.discard().expect("discard");
     }
