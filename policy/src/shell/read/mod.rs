@@ -40,7 +40,7 @@ use std::fmt;
 
 pub use packs::{Pack, PackSet, PackVerdict};
 pub use recursive::{DirListing, SearchSite, TreeRisk, MAX_LISTING};
-pub use secrets::{Comp, SecretPaths};
+pub use secrets::{Bases, Comp, SecretPaths};
 
 use super::types::{Analysis, RedirectKind, Script, SimpleCommand, Word};
 use commands::{Dyn, Refusal};
@@ -246,10 +246,12 @@ pub fn classify_analysis(analysis: &Analysis, policy: &ReadPolicy<'_>) -> ReadVe
 
 /// Is every command of `script` a pure read under `policy`?
 pub fn classify(script: &Script, policy: &ReadPolicy<'_>) -> ReadVerdict {
+    let cwds: Vec<String> = policy.cwd.iter().cloned().collect();
     let mut ctx = Ctx {
         policy,
         script,
-        cwds: policy.cwd.iter().cloned().collect(),
+        bases: policy.secrets.bases(&cwds),
+        cwds,
     };
     for (i, cmd) in script.commands.iter().enumerate() {
         if let Err(reason) = ctx.command(cmd) {
@@ -331,6 +333,8 @@ struct Ctx<'p, 's> {
     script: &'s Script,
     /// Every directory relative paths may be relative to (the cwd, then each `cd` target).
     cwds: Vec<String>,
+    /// `cwds` prepared for the secret list (`SecretPaths::bases`), made again when they change.
+    bases: Bases,
 }
 
 /// The path a word stands for, as far as the secret check is concerned.
@@ -774,11 +778,11 @@ impl Ctx<'_, '_> {
     }
 
     fn is_secret(&self, p: &str) -> bool {
-        self.policy.secrets.matches(p, &self.cwds, false)
+        self.policy.secrets.matches_from(p, &self.bases, false)
     }
 
     fn is_secret_glob(&self, p: &str) -> bool {
-        self.policy.secrets.matches(p, &self.cwds, true)
+        self.policy.secrets.matches_from(p, &self.bases, true)
     }
 
     /// What path a dynamic word could stand for: a glob, or `$HOME/…`.
@@ -1027,6 +1031,7 @@ impl Ctx<'_, '_> {
                 self.cwds.push(n);
             }
         }
+        self.bases = self.policy.secrets.bases(&self.cwds);
         Ok(())
     }
 }

@@ -194,6 +194,21 @@ fn wild(s: &str) -> bool {
     s.bytes().any(|b| b == b'*' || b == b'?')
 }
 
+/// Working directories prepared for [`SecretPaths::matches_from`] (by [`SecretPaths::bases`],
+/// for the list that made them).
+#[derive(Debug, Clone, Default)]
+pub struct Bases(Vec<Base>);
+
+#[derive(Debug, Clone)]
+struct Base {
+    /// The directory's components (`.` and empty ones dropped, `..` kept).
+    comps: Vec<String>,
+    /// No component is `..`.
+    plain: bool,
+    /// Whether a component matches a name pattern: as a literal name, and as a glob part.
+    named: [bool; 2],
+}
+
 /// A compiled secret list for one home directory.
 #[derive(Debug, Clone)]
 pub struct SecretPaths {
@@ -446,9 +461,37 @@ impl SecretPaths {
     /// directory when `cwds` is empty) name a secret? With `glob`, `*` and `?` in `path` are
     /// wildcards and the question is whether any file it matches could be a secret.
     pub fn matches(&self, path: &str, cwds: &[String], glob: bool) -> bool {
+        self.matches_from(path, &self.bases(cwds), glob)
+    }
+
+    /// The directories `cwds` prepared for many [`SecretPaths::matches_from`] calls: each one's
+    /// components, split once, and whether one of them has a secret name.
+    pub fn bases(&self, cwds: &[String]) -> Bases {
+        Bases(
+            cwds.iter()
+                .map(|cwd| {
+                    let comps: Vec<String> =
+                        components(cwd).into_iter().map(String::from).collect();
+                    let refs: Vec<&str> = comps.iter().map(String::as_str).collect();
+                    Base {
+                        plain: !refs.contains(&".."),
+                        named: [self.named(&refs, false), self.named(&refs, true)],
+                        comps,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// [`SecretPaths::matches`] with the directories prepared by [`SecretPaths::bases`]: the same
+    /// answer. A relative path without `..` below a directory without `..` is that directory's
+    /// components and then its own, so whether one of them has a secret name is known from the
+    /// two parts: the directory's, prepared once, and the path's, looked at first.
+    pub fn matches_from(&self, path: &str, bases: &Bases, glob: bool) -> bool {
         let own = components(path);
+        let climbs = own.contains(&"..");
         // A relative path that climbs (`../../etc/shadow`) may be meant from anywhere.
-        let unknown_base = !path.starts_with('/') && (cwds.is_empty() || own.contains(&".."));
+        let unknown_base = !path.starts_with('/') && (bases.0.is_empty() || climbs);
         if self.named(&own, glob) || self.holds_tail(&own, unknown_base, glob) {
             return true;
         }
@@ -459,10 +502,16 @@ impl SecretPaths {
         if path.starts_with('/') {
             return check(own);
         }
-        cwds.iter().any(|cwd| {
-            let mut abs = components(cwd);
+        bases.0.iter().any(|base| {
+            let mut abs: Vec<&str> = Vec::with_capacity(base.comps.len() + own.len());
+            abs.extend(base.comps.iter().map(String::as_str));
             abs.extend(own.iter().copied());
-            check(abs)
+            if base.plain && !climbs {
+                // Nothing to normalise; no component of `own` has a secret name (above).
+                self.anchored_prefix(&abs, glob) || base.named[usize::from(glob)]
+            } else {
+                check(abs)
+            }
         })
     }
 
@@ -682,8 +731,26 @@ pub(crate) fn normalized(p: &str) -> Vec<&str> {
     normalize(components(p))
 }
 
+/// The components of `p` that count ([`is_component`]), in order: what `p.split('/')` filtered
+/// gives, in one pass over the bytes (a `split` searches for each `/` anew: this runs for every
+/// argument of every command on the hook's fast path).
 fn components(p: &str) -> Vec<&str> {
-    p.split('/').filter(is_component).collect()
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, b) in p.bytes().enumerate() {
+        if b == b'/' {
+            let c = &p[start..i];
+            if is_component(&c) {
+                out.push(c);
+            }
+            start = i + 1;
+        }
+    }
+    let last = &p[start..];
+    if is_component(&last) {
+        out.push(last);
+    }
+    out
 }
 
 /// A path component that counts: not empty (`//`), not `.`.
@@ -1332,6 +1399,88 @@ mod tests {
             if literal_matches_folded(n, p) {
                 prop_assert!(tail_fits(n, p), "{name} matches {pattern}");
             }
+        }
+    }
+
+    /// `matches` as it was before the directories were prepared (`bases`): every directory's
+    /// components joined with the path's, normalised, then the anchored and name checks.
+    fn matches_joined(s: &SecretPaths, path: &str, cwds: &[String], glob: bool) -> bool {
+        let own: Vec<&str> = path.split('/').filter(is_component).collect();
+        let unknown_base = !path.starts_with('/') && (cwds.is_empty() || own.contains(&".."));
+        if s.named(&own, glob) || s.holds_tail(&own, unknown_base, glob) {
+            return true;
+        }
+        let check = |abs: Vec<&str>| {
+            let abs = normalize(abs);
+            s.anchored_prefix(&abs, glob) || s.named(&abs, glob)
+        };
+        if path.starts_with('/') {
+            return check(own);
+        }
+        cwds.iter().any(|cwd| {
+            let mut abs: Vec<&str> = cwd.split('/').filter(is_component).collect();
+            abs.extend(own.iter().copied());
+            check(abs)
+        })
+    }
+
+    /// Paths over components that meet the table (secret names, secret directories, the home
+    /// directory's, globs, `.` and `..`, empty ones).
+    fn path() -> impl Strategy<Value = String> {
+        let comp = prop::sample::select(vec![
+            "",
+            ".",
+            "..",
+            "home",
+            "me",
+            ".ssh",
+            "id_rsa",
+            ".env",
+            ".env.example",
+            "src",
+            "*",
+            "*.pem",
+            "x?",
+            ".aws",
+            "credentials",
+            "etc",
+            "shadow",
+            "proj",
+            "a.json",
+            ".E*",
+        ]);
+        (any::<bool>(), prop::collection::vec(comp, 0..6)).prop_map(|(abs, comps)| {
+            let joined = comps.join("/");
+            if abs {
+                format!("/{joined}")
+            } else {
+                joined
+            }
+        })
+    }
+
+    proptest! {
+        /// Prepared directories give every answer the joined walk gives, for literal paths and
+        /// globs, with no, one or two directories (secret ones, ones with `..`, relative ones).
+        #[test]
+        fn prepared_bases_answer_as_the_joined_walk(
+            p in path(),
+            cwds in prop::collection::vec(path(), 0..3),
+            glob in any::<bool>(),
+        ) {
+            let s = SecretPaths::new(crate::secrets::SECRET_PATTERNS, "/home/me");
+            prop_assert_eq!(
+                s.matches_from(&p, &s.bases(&cwds), glob),
+                matches_joined(&s, &p, &cwds, glob),
+                "{} in {:?}", p, cwds
+            );
+        }
+
+        /// The one-pass split is `split('/')` without the empty and `.` components.
+        #[test]
+        fn components_as_the_split_gives_them(p in "[a./]{0,12}") {
+            let want: Vec<&str> = p.split('/').filter(is_component).collect();
+            prop_assert_eq!(components(&p), want);
         }
     }
 
