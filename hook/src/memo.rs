@@ -14,10 +14,13 @@ use std::io;
 use cmdgate_policy::decide::kernel::{PathResolver, Resolution};
 
 /// One `lstat`'s answer, kept: the metadata, or the error (an OS error by its number, so a hit
-/// neither formats nor allocates; anything else by its kind and text).
+/// neither formats nor allocates; anything else by its kind and text). The metadata is boxed: a
+/// `Metadata` is ~150 bytes, and in the map's slots (a table of twice the entries, filled at
+/// hashed places, and left behind when it grows) it cost the compound read ~30 KB of the hook's
+/// arena, each new page a fault; boxed, the slots are 56 bytes and the boxes lie side by side.
 #[derive(Clone)]
 enum Kept {
-    Meta(Metadata),
+    Meta(Box<Metadata>),
     Os(i32),
     Other(io::ErrorKind, String),
 }
@@ -58,12 +61,13 @@ pub struct Memo {
 }
 
 impl Default for Memo {
-    /// Sized for a simple command's walks (`ls -la` looks up ~25 paths, each once): no rehash
-    /// on the way (four of them cost ~5 k instructions of a fast-path read).
+    /// Sized for the walks of a compound command (`ls -la` looks up ~25 paths, the
+    /// 400-character compound read of the benchmarks ~60, each once): no rehash on the way (four
+    /// of them cost ~5 k instructions of a fast-path read, and each left its old table behind).
     fn default() -> Memo {
         Memo {
             seen: RefCell::new(HashMap::with_capacity_and_hasher(
-                32,
+                64,
                 BuildHasherDefault::default(),
             )),
         }
@@ -74,14 +78,14 @@ impl Memo {
     fn lstat(&self, path: &str) -> io::Result<Metadata> {
         if let Some(hit) = self.seen.borrow().get(path) {
             return match hit {
-                Kept::Meta(m) => Ok(m.clone()),
+                Kept::Meta(m) => Ok(Metadata::clone(m)),
                 Kept::Os(code) => Err(io::Error::from_raw_os_error(*code)),
                 Kept::Other(kind, what) => Err(io::Error::new(*kind, what.clone())),
             };
         }
         let got = std::fs::symlink_metadata(path);
         let kept = match &got {
-            Ok(m) => Kept::Meta(m.clone()),
+            Ok(m) => Kept::Meta(Box::new(m.clone())),
             Err(e) => match e.raw_os_error() {
                 Some(code) => Kept::Os(code),
                 None => Kept::Other(e.kind(), e.to_string()),
