@@ -5,7 +5,7 @@
 //! The tier map's signature is checked only when the map could change the answer (see
 //! [`classify`]); otherwise the command is answered by the built-in lists, exactly as with no map.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::path::Path;
 
 use cmdgate_policy::decide::catastrophic::{self, Guarded};
@@ -146,8 +146,9 @@ fn restricts(map: &Sketch, script: &Script, cfg: &Config) -> bool {
 }
 
 /// Classifies `script` with `map` (verified, or absent with why). With `probe` (the map's
-/// unverified sketch, only beside an absent map) the second value says whether its tier 0 would
-/// have vouched for a command the read classifier asked about; it is never used to decide.
+/// unverified sketch, only beside an absent map) the second value says, when the first is not a
+/// read, whether its tier 0 would have vouched for a command the read classifier asked about
+/// (for a read it is `false`: nothing to widen); it is never used to decide.
 /// `secrets` keeps the compiled secret table between calls.
 fn decide(
     script: &Script,
@@ -236,11 +237,16 @@ fn decide(
         }
         read
     };
-    // The unverified map's tier 0, asked the same question and never believed.
-    let would_vouch = Cell::new(false);
+    // The unverified map's tier 0, asked the same question and never believed. The commands
+    // are kept and the sketch asked about them at the end, only when the answer matters (the
+    // string is not a read by the built-in lists): looking a command up in the sketch costs
+    // ~2 k instructions, a copy of its words a few hundred.
+    let asked: RefCell<Vec<Vec<String>>> = RefCell::new(Vec::new());
     let probe_tier0 = |argv: &[&str]| {
-        if probe.is_some_and(|p| p.may_vouch(argv)) {
-            would_vouch.set(true);
+        if probe.is_some() {
+            asked
+                .borrow_mut()
+                .push(argv.iter().map(|w| (*w).to_owned()).collect());
         }
         false
     };
@@ -269,7 +275,15 @@ fn decide(
     }
     let local = judge(script, verdict, map, &vouched, &mut policy, at, cfg);
     *secrets = Some(policy.secrets.into_owned());
-    (local, would_vouch.get())
+    // Only asked for an answer that is not a read: the caller verifies the map then.
+    let would_vouch = !matches!(local, Local::Read { .. })
+        && probe.is_some_and(|p| {
+            asked.borrow().iter().any(|argv| {
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                p.may_vouch(&argv)
+            })
+        });
+    (local, would_vouch)
 }
 
 /// Where the command runs, and the file system as this call sees it.
