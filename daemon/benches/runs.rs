@@ -24,7 +24,10 @@
 //! Needs root (the mirror), the hook and client built in the same profile, and a quiet machine:
 //! `cargo build --release -p cmdgate-hook --bins && cargo bench -p cmdgate-daemon --bench runs`
 //! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds, 0 skips a row; defaults 40 and 7;
-//! `RUNS_BENCH_BIN=DIR` takes the four binaries from another build's release dir).
+//! `RUNS_BENCH_BIN=DIR` takes the four binaries from another build's release dir;
+//! `RUNS_BENCH_PATHS=mirrored` — a comma list of `bare`, `direct`, `mirrored` — times only those
+//! paths, e.g. to count the daemon's system calls per mirrored run with a tracer attached; a row
+//! without bare has no ratios).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -70,9 +73,9 @@ fn ms(d: Duration) -> String {
     format!("{:.1}", d.as_secs_f64() * 1e3)
 }
 
-fn median(mut v: Vec<Duration>) -> Duration {
+fn median(mut v: Vec<Duration>) -> Option<Duration> {
     v.sort();
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied()
 }
 
 fn run(cmd: &mut Command, what: &str) -> String {
@@ -310,6 +313,20 @@ fn main() {
             .unwrap_or(default)
     };
     let (n_true, n_build) = (rounds("RUNS_BENCH_TRUE", 40), rounds("RUNS_BENCH_BUILD", 7));
+    let paths: Vec<Path3> = match std::env::var("RUNS_BENCH_PATHS") {
+        Ok(list) => list
+            .split(',')
+            .map(|p| match p.trim() {
+                "bare" => Path3::Bare,
+                "direct" => Path3::Direct,
+                "mirrored" => Path3::Mirrored,
+                other => {
+                    panic!("RUNS_BENCH_PATHS: unknown path {other:?} (bare, direct, mirrored)")
+                }
+            })
+            .collect(),
+        Err(_) => vec![Path3::Bare, Path3::Direct, Path3::Mirrored],
+    };
     // On the disk, not a tmpfs: the mirror's upper dirs and the commit live on the workspace's
     // filesystem.
     let dir = tempfile::Builder::new()
@@ -423,6 +440,9 @@ fn main() {
         for round in 0..n + warmup {
             for k in 0..3 {
                 let path = order[(round + k) % 3];
+                if !paths.contains(&path) {
+                    continue;
+                }
                 let proj = match path {
                     Path3::Bare => &bare,
                     Path3::Direct => &direct,
@@ -443,17 +463,28 @@ fn main() {
             }
         }
         let [bare_t, direct_t, mirrored_t] = times.map(median);
-        let ratio = |d: Duration| d.as_secs_f64() / bare_t.as_secs_f64();
-        let over = |d: Duration| (d.as_secs_f64() - bare_t.as_secs_f64()) * 1e3;
+        // A path not timed (`RUNS_BENCH_PATHS`) is a dash, and so is every ratio to it.
+        let cell = |d: Option<Duration>| d.map_or("–".to_owned(), |d| format!("{} ms", ms(d)));
+        let ratio = |d: Option<Duration>| match (d, bare_t) {
+            (Some(d), Some(b)) => format!("{:.2}×", d.as_secs_f64() / b.as_secs_f64()),
+            _ => "–".to_owned(),
+        };
+        let over = |d: Option<Duration>| match (d, bare_t) {
+            (Some(d), Some(b)) => format!("{:+.1} ms", (d.as_secs_f64() - b.as_secs_f64()) * 1e3),
+            _ => "–".to_owned(),
+        };
         println!(
-            "| `{command}` | {n} | {} ms | {} ms | {} ms | {:.2}× | {:.2}× | {:+.1} ms | {:.2} ms | {:+.1} ms |",
-            ms(bare_t),
-            ms(direct_t),
-            ms(mirrored_t),
+            "| `{command}` | {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(bare_t),
+            cell(direct_t),
+            cell(mirrored_t),
             ratio(direct_t),
             ratio(mirrored_t),
             over(mirrored_t),
-            median(commits).as_secs_f64() * 1e3,
+            median(commits).map_or("–".to_owned(), |c| format!(
+                "{:.2} ms",
+                c.as_secs_f64() * 1e3
+            )),
             over(median(less_commit)),
         );
     }
