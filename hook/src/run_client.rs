@@ -166,18 +166,21 @@ pub fn redeem(socket: &Path, request: &RunRequest, sink: &mut dyn Sink) -> Resul
             e,
         )
     })?;
-    let head = format!(
+    // Head and body in one write: the daemon reads the whole request in one wake-up, not the
+    // head first and the body on a second one.
+    let mut request = format!(
         "POST {RUN_PATH} HTTP/1.1\r\nHost: cmdgate\r\nUser-Agent: cmdgate-run\r\n\
          Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
-    );
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
     let deadline = Instant::now() + HEAD_DEADLINE;
     stream
         .set_write_timeout(Some(HEAD_DEADLINE))
         .map_err(|e| lost("socket", e))?;
     stream
-        .write_all(head.as_bytes())
-        .and_then(|()| stream.write_all(&body))
+        .write_all(&request)
         .map_err(|e| lost("cannot send the request to the cmdgate daemon", e))?;
 
     // The response head.
