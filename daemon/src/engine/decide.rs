@@ -411,7 +411,7 @@ fn breaker_signal(decision: &Decision, learn: &Option<(String, LearnEvent)>) -> 
 /// `f` goes to the blocking pool. A panic in `f` is an `Err` either way, never an unwound task.
 /// What runs here cannot be cut short by the decide deadline: `prepare` refuses a judgement
 /// that ended after it.
-async fn off_runtime<R, F>(f: F) -> Result<R, String>
+pub(crate) async fn off_runtime<R, F>(f: F) -> Result<R, String>
 where
     F: FnOnce() -> R + Send + 'static,
     R: Send + 'static,

@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock;
 use crate::engine::accept::{self, RunAcceptance};
 use crate::engine::breakers::persist_breakers;
+use crate::engine::decide::off_runtime;
 use crate::engine::learning::{apply_learning, with_id};
 use crate::engine::runs::Outcome;
 use crate::engine::tickets::{ticket_name, Issued, Refusal};
@@ -115,18 +116,75 @@ fn refusal_entry(peer: Peer, req: &RunRequest, issued: Option<&Issued>, why: &st
     }
 }
 
+/// What [`Engine::check_ticket`] found, in one trip off the runtime: the redemption, then for a
+/// redeemed ticket the map's stamps and its cached snapshot (`None`: changed, or a load in
+/// progress — the caller loads it), the breaker (`None`: its lock was busy — the caller waits
+/// for it) and the command's learning record (its operator's acceptance).
+struct Checked {
+    redeemed: Result<Issued, (Refusal, Option<Box<Issued>>)>,
+    stamps: Option<crate::engine::tiermaps::Stamps>,
+    snapshot: Option<std::sync::Arc<cmdgate_policy::tiermap::Snapshot>>,
+    breaker: Option<(bool, Vec<crate::engine::breakers::Changed>)>,
+    record: Result<Option<cmdgate_policy::learn::Record>, StoreError>,
+}
+
 impl Engine {
+    /// The redemption's blocking part (run it through `off_runtime`): the directory resolved, the
+    /// ticket redeemed (used up, whatever follows), and what the checks after it read. Reads
+    /// only: every refusal is the caller's, in the order it always had.
+    fn check_ticket(&self, ticket: &str, uid: u32, cwd: PathBuf) -> Checked {
+        let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
+        let redeemed = self.tickets.redeem(ticket, uid, &cwd, Instant::now());
+        let Ok(issued) = &redeemed else {
+            return Checked {
+                redeemed,
+                stamps: None,
+                snapshot: None,
+                breaker: None,
+                record: Ok(None),
+            };
+        };
+        let stamps = self.tiermaps.stamps(&issued.project);
+        let snapshot = self.tiermaps.cached(&issued.project, &stamps);
+        let breaker = self.breakers.try_is_open(&issued.session, clock::now());
+        let (project, key) = (issued.project.to_string_lossy(), &issued.plan.key);
+        let record = self
+            .store
+            .read_here(|c| crate::store::state::learn_record(c, &project, key));
+        Checked {
+            redeemed,
+            stamps: Some(stamps),
+            snapshot,
+            breaker,
+            record,
+        }
+    }
+
     /// Redeems a ticket: on success the run is started and its frames arrive on the returned
     /// channel (the last one is the end frame).
     pub async fn redeem(&self, peer: Peer, req: RunRequest) -> Result<RunStream, RedeemError> {
-        let cwd = PathBuf::from(&req.cwd);
-        let cwd = tokio::task::spawn_blocking(move || std::fs::canonicalize(&cwd).unwrap_or(cwd))
-            .await
-            .map_err(|e| RedeemError::Unavailable(format!("cannot resolve the directory: {e}")))?;
-        let issued = match self
-            .tickets
-            .redeem(&req.ticket, peer.uid, &cwd, Instant::now())
-        {
+        let Some(engine) = self.me.upgrade() else {
+            return Err(RedeemError::Unavailable("the daemon is stopping".into()));
+        };
+        // One trip off the runtime's workers for everything that reads the file system or the
+        // store before the run (`Engine::check_ticket`), instead of one pool hop each.
+        let (ticket, cwd, uid) = (req.ticket.clone(), PathBuf::from(&req.cwd), peer.uid);
+        let checked = {
+            let engine = engine.clone();
+            off_runtime(move || engine.check_ticket(&ticket, uid, cwd))
+                .await
+                .map_err(|e| {
+                    RedeemError::Unavailable(format!("the ticket could not be checked ({e})"))
+                })?
+        };
+        let Checked {
+            redeemed,
+            stamps,
+            snapshot,
+            breaker,
+            record,
+        } = checked;
+        let issued = match redeemed {
             Ok(i) => i,
             Err((refusal, issued)) => {
                 let why = format!("ticket refused: {refusal}");
@@ -159,8 +217,23 @@ impl Engine {
             self.store.append(entry).await?;
             Err::<RunStream, RedeemError>(RedeemError::Refused(why))
         };
-        let loaded = self.tiermaps.get(&issued.project, &self.store).await?;
-        let revision = match loaded.snapshot.as_ref() {
+        // The map as the trip found it; a changed or busy one is loaded here, as `get` would.
+        let snapshot = match (snapshot, stamps) {
+            (Some(s), _) => s,
+            (None, Some(stamps)) => {
+                self.tiermaps
+                    .get_stamped(&issued.project, stamps, &self.store)
+                    .await?
+                    .snapshot
+            }
+            (None, None) => {
+                self.tiermaps
+                    .get(&issued.project, &self.store)
+                    .await?
+                    .snapshot
+            }
+        };
+        let revision = match snapshot.as_ref() {
             cmdgate_policy::tiermap::Snapshot::Verified(v) => Some(v.revision),
             cmdgate_policy::tiermap::Snapshot::ReadOnly { .. } => None,
         };
@@ -172,7 +245,10 @@ impl Engine {
             ))
             .await;
         }
-        let (open, changes) = self.breakers.is_open(&issued.session, clock::now()).await;
+        let (open, changes) = match breaker {
+            Some(b) => b,
+            None => self.breakers.is_open(&issued.session, clock::now()).await,
+        };
         if !changes.is_empty() {
             if let Err(e) = self
                 .store
@@ -188,25 +264,12 @@ impl Engine {
             )
             .await;
         }
-        let Some(engine) = self.me.upgrade() else {
-            return Err(RedeemError::Unavailable("the daemon is stopping".into()));
-        };
         // The operator's acceptance of the command's dirty runs, as classified now.
-        let accepted = {
-            let (project, key) = (
-                issued.project.to_string_lossy().into_owned(),
-                issued.plan.key.clone(),
-            );
-            let record = self
-                .store
-                .read(move |c| crate::store::state::learn_record(c, &project, &key))
-                .await?;
-            crate::engine::accept::accepted(
-                record.as_ref(),
-                issued.classification.as_deref(),
-                self.config.promotion.accept_k,
-            )
-        };
+        let accepted = crate::engine::accept::accepted(
+            record?.as_ref(),
+            issued.classification.as_deref(),
+            self.config.promotion.accept_k,
+        );
         // Nothing runs before the decision's row is on disk (it was answered before its fsync:
         // `decide`'s step 8); the sync overlapped the hook's exit and the client's start. A row
         // that could not be made durable refuses the run.
@@ -246,7 +309,7 @@ impl Engine {
             // delayed the write of the end frame the client waits for by ~0.5–2 ms in a trace
             // of the runs bench. Bounded, for a client that stops reading.
             let _ = tokio::time::timeout(PREPARE_AFTER_MAX, body_gone).await;
-            engine.runs.prepare_next(&issued);
+            engine.runs.after_run(&issued);
         });
         Ok(RunStream {
             frames: rx,

@@ -11,6 +11,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use crate::config::SandboxConfig;
 use crate::engine::accept::{self, RunAcceptance};
+use crate::engine::decide::off_runtime;
 use crate::engine::proxy::{NetworkConfig, Proxy};
 use crate::engine::scope::{mirror_helper, MirrorScope};
 use crate::engine::tickets::Issued;
@@ -63,6 +65,8 @@ pub struct Runs {
     /// A helper prepared for the next run (refilled once a run's end frame is sent, off its path):
     /// its exec and cgroup joins are not paid while the agent waits.
     warm: Arc<mirror::Warm>,
+    /// A commit added to the journal since the last prune (`after_run` prunes).
+    prune_due: AtomicBool,
 }
 
 /// What a finished run came to: for the end frame, the audit row and the breaker.
@@ -119,6 +123,7 @@ impl Runs {
             scope: MirrorScope::default(),
             network: NetworkConfig::default(),
             warm: Arc::new(mirror::Warm::new()),
+            prune_due: AtomicBool::new(false),
         }
     }
 
@@ -231,11 +236,8 @@ impl Runs {
         };
         let started = Instant::now();
         let warm = self.warm.clone();
-        let mut run = match tokio::task::spawn_blocking(move || {
-            mirror::start_with(&warm, &cfg, &cmd)
-        })
-        .await
-        {
+        // On this task's thread (`off_runtime`): no pool thread to wake, no wake-up back.
+        let mut run = match off_runtime(move || mirror::start_with(&warm, &cfg, &cmd)).await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 return failed(
@@ -312,11 +314,17 @@ impl Runs {
         outcome
     }
 
-    /// Prepare the next run's helper (`mirror::Warm`): called once a run's end frame is sent, so
-    /// that neither its command (two cores) nor its end — the judgement, the commit, the audit
-    /// row the client waits for — shares the CPU with the helper's exec and cgroup joins. A
-    /// failure only means the next run prepares its own.
-    pub fn prepare_next(&self, issued: &Issued) {
+    /// What follows a run once its end frame is sent: the journal pruned when a commit added to
+    /// it (safe while other runs commit), and the next run's helper prepared (`mirror::Warm`) —
+    /// so that neither its command (two cores) nor its end — the judgement, the commit, the
+    /// audit row the client waits for — shares the CPU with this work. A failed prepare only
+    /// means the next run prepares its own.
+    pub fn after_run(&self, issued: &Issued) {
+        if self.prune_due.swap(false, Ordering::Relaxed) {
+            let (keeper, state_dir, limits) =
+                (self.keeper.clone(), self.state_dir.clone(), self.journal);
+            tokio::task::spawn_blocking(move || keeper.prune(&state_dir, &limits));
+        }
         if self.unavailable.is_some() {
             return;
         }
@@ -533,17 +541,13 @@ impl Runs {
         let (exit, signal) = (finished.run.exit, finished.run.signal);
         let kept = finished.kept;
         let cfg = self.commit.clone();
-        let state_dir = self.state_dir.clone();
-        let limits = self.journal;
         let keeper = self.keeper.clone();
-        let committed = {
-            let keeper = keeper.clone();
-            tokio::task::spawn_blocking(move || keeper.commit(kept, &cfg)).await
-        };
+        let committed = off_runtime(move || keeper.commit(kept, &cfg)).await;
         if matches!(committed, Ok(Ok(_))) {
-            // Off the run's critical path (it reads every journaled manifest); safe while
-            // other runs commit.
-            tokio::task::spawn_blocking(move || keeper.prune(&state_dir, &limits));
+            // The journal is pruned after the end frame is written (`after_run`): it reads every
+            // journaled manifest, and on two cores it had shared the CPU with the run's row and
+            // end frame.
+            self.prune_due.store(true, Ordering::Relaxed);
         }
         match committed {
             Ok(Ok(report)) => {

@@ -304,6 +304,16 @@ impl Store {
         .map_err(|e| StoreError::ReadAborted(e.to_string()))?
     }
 
+    /// [`Store::read`] on this thread, for a caller already off the async runtime's workers
+    /// (`engine::decide::off_runtime`): one trip for the read and the work around it.
+    pub fn read_here<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let conn = self.reader.lock().map_err(|_| StoreError::ReaderPoisoned)?;
+        f(&conn)
+    }
+
     /// Commits everything queued so far and stops the writer. Later writes fail (and deny).
     pub async fn close(&self) {
         let (done, wait) = oneshot::channel();
