@@ -31,6 +31,33 @@ pub(crate) struct Converted {
 
 /// Parse and convert one word (as the tokenizer gave it, quotes included).
 pub(crate) fn convert(raw: &str, options: &ParserOptions) -> Result<Converted, Unanalyzable> {
+    if plain(raw) {
+        return Ok(Converted {
+            word: Word::Static(raw.to_owned()),
+            embedded: Vec::new(),
+        });
+    }
+    convert_parsed(raw, options)
+}
+
+/// Is `raw` a word of only characters that no quoting, expansion, globbing or splitting
+/// touches (ASCII letters and digits, `-_./,:+@%=`; not empty)? Such a word is one unquoted
+/// text piece without a glob or brace, so [`convert_parsed`] makes it static and itself: the
+/// answer without brush's word parser (~2.5 k instructions a word; most words of most commands
+/// are plain). `tests::plain_words_convert_as_parsed` holds the two to each other.
+fn plain(raw: &str) -> bool {
+    !raw.is_empty()
+        && raw.bytes().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b'-' | b'_' | b'.' | b'/' | b',' | b':' | b'+' | b'@' | b'%' | b'='
+                )
+        })
+}
+
+/// [`convert`] through brush's word parser, whatever the word.
+fn convert_parsed(raw: &str, options: &ParserOptions) -> Result<Converted, Unanalyzable> {
     let pieces = brush_parser::word::parse(raw, options).map_err(|e| Unanalyzable::ParseError {
         message: format!("cannot parse word {raw:?}: {e}"),
     })?;
@@ -433,4 +460,57 @@ pub(crate) fn decode_ansi_c(s: &str) -> Option<String> {
         out.push(ch);
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn same(raw: &str) -> Result<(), TestCaseError> {
+        let options = ParserOptions::default();
+        let fast = convert(raw, &options).map(|c| (c.word, c.embedded));
+        let parsed = convert_parsed(raw, &options).map(|c| (c.word, c.embedded));
+        prop_assert_eq!(fast, parsed, "{:?}", raw);
+        Ok(())
+    }
+
+    proptest! {
+        /// Every word over the plain characters, and every word over them and the characters
+        /// that make a word not plain (quotes, `$`, globs, braces, `~`, `\`, extglob, spaces),
+        /// converts as brush's word parser and the builder make it.
+        #[test]
+        fn plain_words_convert_as_parsed(raw in "[a-zA-Z0-9_./,:+@%=-]{1,16}") {
+            prop_assert!(plain(&raw));
+            same(&raw)?;
+        }
+
+        #[test]
+        fn other_words_convert_as_parsed(raw in "[a-z0-9_./,:+@%=~*?{}()\\[\\]$'\"`!#& -]{0,12}") {
+            same(&raw)?;
+        }
+    }
+
+    #[test]
+    fn plain_is_only_what_nothing_touches() {
+        for w in [
+            "ls",
+            "-la",
+            "--stat",
+            "src/main.rs",
+            "a=b",
+            "HEAD:x",
+            "+x",
+            "@a",
+            "%1",
+            "1,2",
+        ] {
+            assert!(plain(w), "{w}");
+        }
+        for w in [
+            "", "~", "~/x", "*.rs", "a?", "[ab]", "{a,b}", "$x", "'q'", "\\n", "@(x)", "a b", "é",
+        ] {
+            assert!(!plain(w), "{w}");
+        }
+    }
 }
