@@ -90,16 +90,22 @@ fn is_normal(path: &str) -> bool {
     if b.len() == 1 {
         return true;
     }
-    let mut start = 1;
-    for i in 1..=b.len() {
-        if i == b.len() || b[i] == b'/' {
-            if matches!(&b[start..i], b"" | b"." | b"..") {
+    // Each component after a `/`, the last one too: its length so far, and whether it is only
+    // dots so far (`.` and `..` are the components of at most two dots and nothing else).
+    let bad = |len: usize, dots: bool| len == 0 || (dots && len <= 2);
+    let (mut len, mut dots) = (0usize, true);
+    for &c in &b[1..] {
+        if c == b'/' {
+            if bad(len, dots) {
                 return false;
             }
-            start = i + 1;
+            (len, dots) = (0, true);
+        } else {
+            len += 1;
+            dots &= c == b'.';
         }
     }
-    true
+    !bad(len, dots)
 }
 
 /// Is `path` equal to `dir` or inside it? Both normalised.
@@ -114,6 +120,18 @@ pub fn is_within(path: &str, dir: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The one-pass check is the definition: absolute, and no component after the first `/`
+        /// is empty, `.` or `..` (so `/` alone is normal, `/a/` is not).
+        #[test]
+        fn is_normal_is_its_definition(p in "[a./]{0,10}") {
+            let want = p.starts_with('/')
+                && (p == "/" || p[1..].split('/').all(|c| !matches!(c, "" | "." | "..")));
+            prop_assert_eq!(is_normal(&p), want, "{:?}", p);
+        }
+    }
 
     const BASE: Base<'static> = Base {
         home: "/home/agent",
