@@ -8,7 +8,9 @@ use crate::config::RunConfig;
 use crate::effects::{self, Layer};
 use crate::init::{init_main, pidfd_open, InitArgs};
 use crate::model::{Area, Effect};
-use crate::protocol::{HelperReply, HelperRequest, InitMessage, MirrorSpec, ParentMessage, RawRun};
+use crate::protocol::{
+    HelperReply, HelperRequest, InitMessage, MirrorSpec, OverlayAhead, ParentMessage, RawRun,
+};
 use crate::setup::{MadeAhead, MountPlan, OverlayMount, ScratchBind};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
@@ -77,7 +79,7 @@ pub fn helper_main() -> ExitCode {
     let mut held = Held::default();
     let reply = match read() {
         Err(e) => failed("request", &e),
-        Ok(ParentMessage::Run(req)) => match prepare(&req.run_id, &req.config.state_dir) {
+        Ok(ParentMessage::Run(req)) => match prepare(&req.run_id, &req.config.state_dir, None) {
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
                 mirrored = req.mirror.is_some();
@@ -86,7 +88,11 @@ pub fn helper_main() -> ExitCode {
             Err(e) => failed("sandbox setup", &e),
         },
         Ok(ParentMessage::Store(op)) => HelperReply::Store(crate::keeper::serve(op)),
-        Ok(ParentMessage::Prepare { run_id, state_dir }) => match prepare(&run_id, &state_dir) {
+        Ok(ParentMessage::Prepare {
+            run_id,
+            state_dir,
+            overlay,
+        }) => match prepare(&run_id, &state_dir, overlay.as_ref()) {
             Err(e) => failed("sandbox setup", &e),
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
@@ -297,10 +303,17 @@ pub struct Prepared {
     /// For the run's pid 1 ([`fresh_namespaces`], [`crate::setup::prepare_dev`]); what is
     /// `None` pid 1 makes itself.
     ahead: MadeAhead,
+    /// The workspace overlay made ahead ([`overlay_ahead`]), used at `Run` only if
+    /// [`PreparedOverlay::still_for`] the run.
+    overlay: Option<PreparedOverlay>,
 }
 
 /// Everything that does not depend on the command: done ahead of time by a warm helper.
-fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
+fn prepare(
+    run_id: &str,
+    state_dir: &Path,
+    overlay: Option<&OverlayAhead>,
+) -> Result<Prepared, HelperError> {
     crate::privilege::require()?;
     if run_id.is_empty()
         || !run_id
@@ -344,7 +357,116 @@ fn prepare(run_id: &str, state_dir: &Path) -> Result<Prepared, HelperError> {
         scratch,
         cgroup,
         ahead,
+        overlay: overlay.and_then(overlay_ahead),
     })
+}
+
+/// A directory's identity as an overlay's lower root and the upper root made from it: device,
+/// inode, permission bits, owner, group.
+type DirId = (u64, u64, u32, u32, u32);
+
+fn dir_id(st: &nix::sys::stat::FileStat) -> DirId {
+    (
+        st.st_dev,
+        st.st_ino,
+        st.st_mode & 0o7777,
+        st.st_uid,
+        st.st_gid,
+    )
+}
+
+/// The workspace's overlay made ahead by a prepared helper, for the next run expected in the
+/// same project: the overlay's mount-time work (its work dir, its probes of the upper file
+/// system: journaled metadata operations on the workspace's file system) and the kept dir's
+/// `upper` and `work` leave the run's path. The lower layer is the directory opened then (an
+/// fd, not a path); nothing was looked up through the overlay, so the run sees the workspace as
+/// it is when it looks, as with an overlay mounted at `Run`.
+struct PreparedOverlay {
+    /// The workspace path it was made for, and the identity of the directory it named then.
+    target: PathBuf,
+    id: DirId,
+    /// The kept dir holding its `upper` and `work`.
+    keep: PathBuf,
+    /// The detached overlay mount ([`crate::setup::prepare_overlay`]).
+    tree: OwnedFd,
+}
+
+impl PreparedOverlay {
+    /// Whether it may serve the run: the same workspace path and kept dir, and the path still
+    /// names the directory it was made on, with the owner and mode its upper root copied
+    /// (renamed away and replaced, or changed since: made fresh, as the overlay of any run).
+    fn still_for(&self, workspace: &Path, keep: &Path) -> bool {
+        self.target == workspace
+            && self.keep == keep
+            && nix::sys::stat::lstat(workspace).is_ok_and(|st| {
+                st.st_mode & libc::S_IFMT == libc::S_IFDIR && dir_id(&st) == self.id
+            })
+    }
+
+    /// Not used: its detached mount goes with the fd; its `upper` and `work` are removed when
+    /// the run's kept dir is this one (the run makes its own there).
+    fn discard(self, keep: &Path) -> Result<(), HelperError> {
+        drop(self.tree);
+        if self.keep == keep {
+            for dir in ["upper", "work"] {
+                let path = keep.join(dir);
+                std::fs::remove_dir_all(&path).map_err(state_err(&path))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Make the workspace's overlay ahead ([`PreparedOverlay`]): `upper` and `work` in the kept dir
+/// the library made for this run (empty, root's, not a link), as [`run`] makes them — the upper
+/// root with the workspace root's owner and mode —, and the overlay on the directories opened
+/// (`O_NOFOLLOW`). `None` when anything fails (the `Run` then mounts its overlay as before).
+fn overlay_ahead(hint: &OverlayAhead) -> Option<PreparedOverlay> {
+    use nix::fcntl::OFlag;
+    use nix::sys::stat::Mode;
+    let (ws, keep) = (&hint.workspace, &hint.keep);
+    if !ws.is_absolute() || ws == Path::new("/") || !keep.is_absolute() {
+        return None;
+    }
+    let k = nix::sys::stat::lstat(keep).ok()?;
+    if k.st_mode & libc::S_IFMT != libc::S_IFDIR
+        || k.st_uid != 0
+        || std::fs::read_dir(keep).ok()?.next().is_some()
+    {
+        return None;
+    }
+    let dir = |p: &Path| {
+        nix::fcntl::open(
+            p,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+    };
+    let lower = dir(ws)?;
+    let id = dir_id(&nix::sys::stat::fstat(&lower).ok()?);
+    let (upper, work) = (keep.join("upper"), keep.join("work"));
+    let made = (|| {
+        std::fs::create_dir(&work).ok()?;
+        std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700)).ok()?;
+        std::fs::create_dir(&upper).ok()?;
+        std::fs::set_permissions(&upper, std::fs::Permissions::from_mode(id.2)).ok()?;
+        std::os::unix::fs::chown(&upper, Some(id.3), Some(id.4)).ok()?;
+        crate::setup::prepare_overlay(&lower, &dir(&upper)?, &dir(&work)?).ok()
+    })();
+    match made {
+        Some(tree) => Some(PreparedOverlay {
+            target: ws.clone(),
+            id,
+            keep: keep.clone(),
+            tree,
+        }),
+        None => {
+            let _ = std::fs::remove_dir_all(&upper);
+            let _ = std::fs::remove_dir_all(&work);
+            None
+        }
+    }
 }
 
 /// New namespaces for the run's pid 1, made ahead of the run: an empty network namespace (only
@@ -382,6 +504,7 @@ fn fresh_namespaces() -> Result<MadeAhead, HelperError> {
         ipc: fresh("ipc"),
         uts: fresh("uts").filter(|_| named),
         dev: None,
+        overlay: None,
     };
     for (fd, (_, kind)) in own.iter().zip(kinds) {
         nix::sched::setns(fd, kind)
@@ -477,9 +600,25 @@ fn run(
         std::fs::create_dir(p).map_err(state_err(p))?;
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).map_err(state_err(p))
     };
+    // The workspace overlay made ahead serves only this run's workspace as it is now (else it
+    // is dropped and the overlay made here, as for any run).
+    let mut made_ahead: Option<PathBuf> = None;
+    if let Some(made) = prep.overlay.take() {
+        match mirror {
+            Some(m) if made.still_for(&cfg.workspace, &m.keep) => {
+                made_ahead = Some(made.target.clone());
+                prep.ahead.overlay = Some((made.target, made.tree));
+            }
+            Some(m) => made.discard(&m.keep)?,
+            None => drop(made),
+        }
+    }
     let root = scratch.join("root");
     mkdir(&root, 0o755)?;
     for (_, o) in &overlays {
+        if made_ahead.as_ref() == Some(&o.target) {
+            continue;
+        }
         mkdir(&o.work, 0o700)?;
         // The merged root takes the upper root's owner and mode: copy the lower's, so the agent's
         // uid can write its own workspace and nobody gains access they did not have.

@@ -402,7 +402,13 @@ impl Warm {
         if self.slot.lock().map_or(true, |s| s.is_some()) {
             return Ok(());
         }
-        let prepared = prepare(config)?;
+        // The overlay of the project this config is for, made ahead: the next run is likely
+        // in the same one (used only if it is, `helper::PreparedOverlay::still_for`).
+        let overlay = config.workspace.canonicalize().ok().and_then(|ws| {
+            let store = store::for_workspace(&ws, &config.state_dir).ok()?;
+            Some((ws, store.runs()))
+        });
+        let prepared = crate::run::prepare_ahead(config, overlay)?;
         if let Ok(mut slot) = self.slot.lock() {
             if slot.is_none() {
                 *slot = Some(prepared);
@@ -507,8 +513,19 @@ pub fn start_with(
     drop((out_w, err_w, proxy_theirs));
     let run_id = prepared.run_id.clone();
     let keep = store.runs().join(&run_id);
-    std::fs::create_dir(&keep)
-        .map_err(|e| SandboxError::Config(format!("kept upper dir {}: {e}", keep.display())))?;
+    // A helper prepared for this project made the kept dir (its overlay's upper and work are
+    // in it); one prepared for another project made it in that project's store: removed.
+    match prepared.kept_ahead.take() {
+        Some(ahead) if ahead == keep => {}
+        other => {
+            if let Some(ahead) = other {
+                let _ = remove_tree(&ahead);
+            }
+            std::fs::create_dir(&keep).map_err(|e| {
+                SandboxError::Config(format!("kept upper dir {}: {e}", keep.display()))
+            })?;
+        }
+    }
     let extra = match keep_extra(&extra_stores, &run_id) {
         Ok(extra) => extra,
         Err(e) => {

@@ -19,12 +19,27 @@ pub enum ParentMessage {
         run_id: String,
         /// State directory (lock files, scratch mount points).
         state_dir: PathBuf,
+        /// The workspace overlay to make ahead, for a next run expected in the same project
+        /// (the previous run's): used only by a `Run` for that workspace and kept dir, while
+        /// the workspace is the directory it was made on (`helper::PreparedOverlay`).
+        #[serde(default)]
+        overlay: Option<OverlayAhead>,
     },
     /// Run a command (preparing first if `Prepare` was not sent).
     Run(Box<HelperRequest>),
     /// An operation on the mirror store after a run (commit, discard, undo, …), for a caller
     /// without the privileges (`keeper`): the only message of its process.
     Store(crate::keeper::StoreOp),
+}
+
+/// A workspace overlay to make ahead ([`ParentMessage::Prepare`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayAhead {
+    /// The workspace (canonical).
+    pub workspace: PathBuf,
+    /// The run's kept dir in the workspace's store (`<store>/runs/<run id>`), made empty by the
+    /// library for this run: receives `upper` and `work` as a mirrored run's `MirrorSpec::keep`.
+    pub keep: PathBuf,
 }
 
 /// What to run.

@@ -6,7 +6,7 @@
 use crate::cgroup::{remove_dirs, RunCgroup};
 use crate::config::{HelperCommand, RunConfig};
 use crate::model::TestRun;
-use crate::protocol::{HelperReply, HelperRequest, ParentMessage, RawRun};
+use crate::protocol::{HelperReply, HelperRequest, OverlayAhead, ParentMessage, RawRun};
 use crate::tracked::{self, Tracked};
 use crate::verdict::{self, Outcome};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -85,12 +85,25 @@ pub struct Prepared {
     /// proxy hand-off) go over it with SCM_RIGHTS right before its `Run`.
     channel: Option<OwnedFd>,
     done: bool,
+    /// The kept dir made for a workspace overlay made ahead ([`prepare_ahead`]) until a run
+    /// takes it; removed with an unused helper.
+    pub(crate) kept_ahead: Option<PathBuf>,
 }
 
 /// Start a helper and prepare a run (lock, cgroups) without a command yet. Only
 /// `config.helper` and `config.state_dir` are used here. The helper's fd 3 is one end of a Unix
 /// socket pair ([`Prepared::send_fds`]).
 pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
+    prepare_ahead(config, None)
+}
+
+/// [`prepare`], and when `overlay` names a workspace (canonical) and the runs dir of its store,
+/// the helper also makes that workspace's overlay ahead in `<runs>/<run id>` (made here, empty:
+/// a mirrored run's kept dir), for a next run in the same project (`helper::PreparedOverlay`).
+pub(crate) fn prepare_ahead(
+    config: &RunConfig,
+    overlay: Option<(PathBuf, PathBuf)>,
+) -> Result<Prepared, SandboxError> {
     let helper = &config.helper;
     let name = helper.program.display().to_string();
     let io_err = |e| SandboxError::Helper(name.clone(), e);
@@ -142,10 +155,18 @@ pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
         helper: helper.clone(),
         channel: Some(ours),
         done: false,
+        kept_ahead: None,
     };
+    let overlay = overlay.and_then(|(workspace, runs)| {
+        let keep = runs.join(&prepared.run_id);
+        std::fs::create_dir(&keep).ok()?;
+        prepared.kept_ahead = Some(keep.clone());
+        Some(OverlayAhead { workspace, keep })
+    });
     prepared.send(&ParentMessage::Prepare {
         run_id: prepared.run_id.clone(),
         state_dir: prepared.state_dir.clone(),
+        overlay,
     })?;
     match prepared.receive()? {
         HelperReply::Ready => Ok(prepared),
@@ -282,6 +303,10 @@ impl Prepared {
         drop(self.stdin.take());
         let _ = self.child.wait();
         cleanup_run(&self.state_dir, &self.run_id);
+        // Unused: its overlay went with the helper; its upper and work dirs go now.
+        if let Some(keep) = self.kept_ahead.take() {
+            let _ = crate::mirror::remove_tree(&keep);
+        }
     }
 }
 

@@ -92,24 +92,32 @@ pub struct MadeAhead {
     pub uts: Option<OwnedFd>,
     /// The mirror's `/dev` as a detached mount tree ([`prepare_dev`]).
     pub dev: Option<OwnedFd>,
+    /// The workspace's overlay as a detached mount ([`prepare_overlay`]) and the host path it
+    /// is mounted on, when the helper checked at `Run` that it was made for this run's
+    /// workspace as it is now (`helper::PreparedOverlay::still_for`).
+    pub overlay: Option<(PathBuf, OwnedFd)>,
 }
 
 impl MadeAhead {
     /// The fds, for [`enter_mirror`].
-    pub fn raw(&self) -> Ahead {
+    pub fn raw(&self) -> Ahead<'_> {
         let raw = |fd: &Option<OwnedFd>| fd.as_ref().map(AsRawFd::as_raw_fd);
         Ahead {
             net: raw(&self.net),
             ipc: raw(&self.ipc),
             uts: raw(&self.uts),
             dev: raw(&self.dev),
+            overlay: self
+                .overlay
+                .as_ref()
+                .map(|(target, fd)| (target.as_path(), fd.as_raw_fd())),
         }
     }
 }
 
 /// The fds of a [`MadeAhead`] (kept open by the caller for the call).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Ahead {
+pub struct Ahead<'a> {
     /// See [`MadeAhead::net`].
     pub net: Option<RawFd>,
     /// See [`MadeAhead::ipc`].
@@ -118,6 +126,8 @@ pub struct Ahead {
     pub uts: Option<RawFd>,
     /// See [`MadeAhead::dev`].
     pub dev: Option<RawFd>,
+    /// See [`MadeAhead::overlay`].
+    pub overlay: Option<(&'a Path, RawFd)>,
 }
 
 /// The mirror's `/dev` (step 7) built ahead as a detached mount tree: a new tmpfs (`fsmount`,
@@ -128,10 +138,16 @@ pub struct Ahead {
 /// `None` when the kernel cannot (binding into a detached tree needs Linux 6.15): pid 1 builds
 /// `/dev` itself.
 pub fn prepare_dev() -> Option<OwnedFd> {
+    use crate::syscall::FsParam::Str;
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
-    let tree = crate::syscall::new_tmpfs(
-        &[("source", "tmpfs"), ("mode", "0755"), ("size", "65536")],
+    let tree = crate::syscall::new_fs(
+        "tmpfs",
+        &[
+            Str("source", "tmpfs"),
+            Str("mode", "0755"),
+            Str("size", "65536"),
+        ],
         MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
     )
     .ok()?;
@@ -237,6 +253,28 @@ fn overlay_options(o: &OverlayMount) -> Result<String, SetupError> {
     ))
 }
 
+/// An overlay with exactly the layers of the directories `lower`, `upper` and `work` (fds: the
+/// inodes opened, whatever their paths name later) and [`overlay_options`]'s options, `nosuid`
+/// and `nodev` as step 6 mounts it, made as a detached mount attached nowhere: the workspace's,
+/// made by a prepared helper ahead of its run (`helper::overlay_ahead`) and attached by pid 1.
+pub fn prepare_overlay(lower: &OwnedFd, upper: &OwnedFd, work: &OwnedFd) -> Result<OwnedFd, Errno> {
+    use crate::syscall::FsParam::{Fd, Flag, Str};
+    crate::syscall::new_fs(
+        "overlay",
+        &[
+            Str("source", "overlay"),
+            Fd("lowerdir+", lower.as_raw_fd()),
+            Fd("upperdir", upper.as_raw_fd()),
+            Fd("workdir", work.as_raw_fd()),
+            Str("redirect_dir", "off"),
+            Str("metacopy", "off"),
+            Str("index", "off"),
+            Flag("volatile"),
+        ],
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+    )
+}
+
 fn bind_scratch<S: Syscall>(sys: &S, root: &Path, b: &ScratchBind) -> Result<(), SetupError> {
     let target = inside(root, &b.target);
     sys.mount(Some(&b.source), &target, None, MsFlags::MS_BIND, None)
@@ -253,7 +291,7 @@ pub fn enter_mirror<S: Syscall>(
     sys: &S,
     plan: &MountPlan,
     host_root: RawFd,
-    ahead: Ahead,
+    ahead: Ahead<'_>,
 ) -> Result<(), SetupError> {
     let root = &plan.new_root;
 
@@ -322,16 +360,22 @@ pub fn enter_mirror<S: Syscall>(
 
     // 6. Writable views of the workspace and $HOME: overlays whose upper dirs live on the scratch
     //    tmpfs, so every write lands there and the host tree stays untouched (rollback = drop it).
+    //    The workspace's, when the helper made it ahead with the same layers and options
+    //    ([`prepare_overlay`]) and checked at `Run` that it is still for this workspace, is
+    //    attached instead of mounted.
     for o in &plan.overlays {
-        let data = overlay_options(o)?;
-        sys.mount(
-            Some(Path::new("overlay")),
-            &inside(root, &o.target),
-            Some("overlay"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some(&data),
-        )
-        .map_err(|e| SetupError::Overlay(o.target.clone(), e))?;
+        let at = inside(root, &o.target);
+        let mounted = match ahead.overlay {
+            Some((target, tree)) if target == o.target => sys.attach_tree(tree, &at),
+            _ => sys.mount(
+                Some(Path::new("overlay")),
+                &at,
+                Some("overlay"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some(&overlay_options(o)?),
+            ),
+        };
+        mounted.map_err(|e| SetupError::Overlay(o.target.clone(), e))?;
     }
 
     // 6b. Masks: cmdgate's own sockets, config and state (and any secret the operator lists)
@@ -707,12 +751,13 @@ mod tests {
         assert!(!flags.contains(CloneFlags::CLONE_NEWNET));
     }
 
-    fn made_ahead() -> Ahead {
+    fn made_ahead() -> Ahead<'static> {
         Ahead {
             net: Some(7),
             ipc: Some(8),
             uts: Some(9),
             dev: None,
+            overlay: None,
         }
     }
 
@@ -809,6 +854,40 @@ mod tests {
             |c| matches!(c, Call::Mount { target, .. } if target == &dev.join("shm")),
         );
         assert_eq!(shm, attach + 1);
+    }
+
+    #[test]
+    fn a_workspace_overlay_made_ahead_is_attached_in_its_place_and_only_on_its_target() {
+        let ws = Path::new("/s/run1/root/home/u/ws");
+        let home = Path::new("/s/run1/root/home/u");
+        let fresh = RecordingSyscall::default();
+        enter_mirror(&fresh, &plan(), -1, Ahead::default()).expect("recording never fails");
+        let fresh = fresh.calls();
+        let mounted = position(
+            &fresh,
+            |c| matches!(c, Call::Mount { target, .. } if target == ws),
+        );
+        // Made ahead for the workspace: attached where it would be mounted, the home overlay
+        // still mounted before it.
+        let sys = RecordingSyscall::default();
+        let ahead = Ahead {
+            overlay: Some((Path::new("/home/u/ws"), 4)),
+            ..Ahead::default()
+        };
+        enter_mirror(&sys, &plan(), -1, ahead).expect("recording never fails");
+        let calls = sys.calls();
+        assert_eq!(calls[mounted], Call::AttachTree(ws.to_path_buf()));
+        assert_eq!(calls[..mounted], fresh[..mounted]);
+        assert_eq!(calls[mounted + 1..], fresh[mounted + 1..]);
+        assert!(matches!(&calls[mounted - 1], Call::Mount { target, .. } if target == home));
+        // Made for another path: every overlay mounted as without it.
+        let sys = RecordingSyscall::default();
+        let ahead = Ahead {
+            overlay: Some((Path::new("/home/u/other"), 4)),
+            ..Ahead::default()
+        };
+        enter_mirror(&sys, &plan(), -1, ahead).expect("recording never fails");
+        assert_eq!(sys.calls(), fresh);
     }
 
     /// Needs root and Linux 6.15 or later (binding into a detached tree), as this project's

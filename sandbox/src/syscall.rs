@@ -31,7 +31,9 @@ const OPEN_TREE_CLONE: libc::c_uint = 0x1;
 const FSOPEN_CLOEXEC: libc::c_uint = 0x1;
 const FSMOUNT_CLOEXEC: libc::c_uint = 0x1;
 /// `fsconfig(2)` commands (linux/mount.h).
+const FSCONFIG_SET_FLAG: libc::c_uint = 0;
 const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_SET_FD: libc::c_uint = 5;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
 /// A detached copy of the mount tree at `path`, every submount included (`open_tree(2)` with
@@ -59,10 +61,23 @@ pub fn clone_mount(path: &Path, recursive: bool) -> Result<OwnedFd, Errno> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
-/// A new tmpfs (`fsopen` + `fsconfig` + `fsmount`) with `options` (key, value) and the mount
-/// attributes `attr` (`MOUNT_ATTR_*`), as a detached mount attached nowhere: close-on-exec, and
-/// unmounted when its last fd closes unless it was attached ([`Syscall::attach_tree`]).
-pub fn new_tmpfs(options: &[(&str, &str)], attr: u64) -> Result<OwnedFd, Errno> {
+/// One `fsconfig(2)` parameter of a new file system ([`new_fs`]).
+#[derive(Clone, Copy, Debug)]
+pub enum FsParam<'a> {
+    /// `key=value`.
+    Str(&'a str, &'a str),
+    /// A flag (`key`).
+    Flag(&'a str),
+    /// `key` naming the directory an fd of the caller's refers to (an overlay layer: exactly
+    /// the inode opened, whatever its path names later).
+    Fd(&'a str, RawFd),
+}
+
+/// A new file system of type `fstype` (`fsopen` + `fsconfig` + `fsmount`) with `params` and the
+/// mount attributes `attr` (`MOUNT_ATTR_*`), as a detached mount attached nowhere:
+/// close-on-exec, and unmounted when its last fd closes unless it was attached
+/// ([`Syscall::attach_tree`]).
+pub fn new_fs(fstype: &str, params: &[FsParam<'_>], attr: u64) -> Result<OwnedFd, Errno> {
     let owned = |fd: libc::c_long| -> Result<OwnedFd, Errno> {
         if fd < 0 {
             return Err(Errno::last());
@@ -70,43 +85,35 @@ pub fn new_tmpfs(options: &[(&str, &str)], attr: u64) -> Result<OwnedFd, Errno> 
         // SAFETY: the syscall returned a new fd that nothing else owns.
         Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
     };
-    // SAFETY: a NUL-terminated literal and an integer flag.
-    let ctx = owned(unsafe { libc::syscall(libc::SYS_fsopen, c"tmpfs".as_ptr(), FSOPEN_CLOEXEC) })?;
-    let config = |cmd: libc::c_uint, key: Option<&CString>, value: Option<&CString>| {
+    let fstype = CString::new(fstype).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: a NUL-terminated string that outlives the call and an integer flag.
+    let ctx = owned(unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) })?;
+    let ctx_fd = std::os::fd::AsRawFd::as_raw_fd(&ctx);
+    let config = |cmd: libc::c_uint, key: Option<&CString>, value: Option<&CString>, aux: i32| {
         let ptr = |c: Option<&CString>| c.map_or(std::ptr::null(), |c| c.as_ptr());
         // SAFETY: `ctx` is our fs context fd; key and value are NUL-terminated strings (or
         // NULL, as the command expects) that outlive the call; the kernel only reads them.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_fsconfig,
-                std::os::fd::AsRawFd::as_raw_fd(&ctx),
-                cmd,
-                ptr(key),
-                ptr(value),
-                0,
-            )
-        };
+        let rc =
+            unsafe { libc::syscall(libc::SYS_fsconfig, ctx_fd, cmd, ptr(key), ptr(value), aux) };
         if rc < 0 {
             Err(Errno::last())
         } else {
             Ok(())
         }
     };
-    for (key, value) in options {
-        let key = CString::new(*key).map_err(|_| Errno::EINVAL)?;
-        let value = CString::new(*value).map_err(|_| Errno::EINVAL)?;
-        config(FSCONFIG_SET_STRING, Some(&key), Some(&value))?;
+    let c = |s: &str| CString::new(s).map_err(|_| Errno::EINVAL);
+    for param in params {
+        match *param {
+            FsParam::Str(key, value) => {
+                config(FSCONFIG_SET_STRING, Some(&c(key)?), Some(&c(value)?), 0)?
+            }
+            FsParam::Flag(key) => config(FSCONFIG_SET_FLAG, Some(&c(key)?), None, 0)?,
+            FsParam::Fd(key, fd) => config(FSCONFIG_SET_FD, Some(&c(key)?), None, fd)?,
+        }
     }
-    config(FSCONFIG_CMD_CREATE, None, None)?;
+    config(FSCONFIG_CMD_CREATE, None, None, 0)?;
     // SAFETY: integer arguments only; `ctx` is a created fs context of ours.
-    owned(unsafe {
-        libc::syscall(
-            libc::SYS_fsmount,
-            std::os::fd::AsRawFd::as_raw_fd(&ctx),
-            FSMOUNT_CLOEXEC,
-            attr,
-        )
-    })
+    owned(unsafe { libc::syscall(libc::SYS_fsmount, ctx_fd, FSMOUNT_CLOEXEC, attr) })
 }
 
 /// `move_mount(tree, "", dir, name, MOVE_MOUNT_F_EMPTY_PATH)`: attach the detached `tree` at

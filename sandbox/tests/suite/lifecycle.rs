@@ -123,6 +123,7 @@ fn a_prepared_helper_whose_parent_died_removes_its_own_cgroups() {
     let prepare = ParentMessage::Prepare {
         run_id: "orphan-1".into(),
         state_dir: env.state.clone(),
+        overlay: None,
     };
     let mut line = serde_json::to_vec(&prepare).expect("json");
     line.push(b'\n');

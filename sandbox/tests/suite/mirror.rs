@@ -536,3 +536,117 @@ fn a_warm_helpers_namespaces_and_dev_are_the_runs_own_and_empty() {
         fin.kept.discard().expect("discard");
     }
 }
+
+/// A warm helper makes the workspace's overlay ahead, for the project it was prepared for
+/// (`helper::PreparedOverlay`): its kept dir's upper and work exist before the run starts, and
+/// the run uses it only for that workspace as it is when the run starts — another project's
+/// workspace, the workspace renamed away and replaced, or its root's mode changed get an
+/// overlay made at the run, showing the tree and the mode the host has then. (An overlay made
+/// ahead used for another tree would run the command on files the run was not for, and a commit
+/// would apply its changes to the wrong project.)
+#[test]
+fn a_workspace_overlay_made_ahead_serves_only_its_workspace_as_it_is_at_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    env.write("old.txt", "old\n");
+    let config = env.config();
+    let run = |config: &RunConfig, cmd: &str| -> (String, Finished, bool) {
+        let warm = mirror::Warm::new();
+        let prepared_for = env.config();
+        warm.fill(&prepared_for).expect("prepare a helper");
+        let after_fill = cmdgate_sandbox::clock::settle();
+        let mut command = command(&env, cmd);
+        command.cwd = config.workspace.clone();
+        let mut run = mirror::start_with(&warm, config, &command).expect("start");
+        let mut stdout = String::new();
+        run.take_stdout()
+            .expect("stdout")
+            .read_to_string(&mut stdout)
+            .expect("read stdout");
+        let fin = run.wait().expect("wait");
+        let born = std::fs::metadata(fin.kept.upper())
+            .and_then(|m| m.created())
+            .expect("upper dir's birth time")
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after the epoch");
+        let born = [born.as_secs() as i64, i64::from(born.subsec_nanos())];
+        (stdout, fin, born <= after_fill)
+    };
+    // The workspace it was prepared for: made ahead, used, the run's writes in its upper dir.
+    let mode = std::fs::metadata(&env.ws).expect("ws").permissions().mode() & 0o7777;
+    let (out, fin, ahead) = run(&config, "ls; echo x > made.txt; stat -c %a .");
+    assert!(ahead, "the upper dir was made at the run");
+    assert_eq!(out, format!("old.txt\n{mode:o}\n"), "{:?}", fin.run);
+    assert!(fin.kept.upper().join("made.txt").is_file());
+    fin.kept.discard().expect("discard");
+
+    // Another project's workspace on the same mount (the same kept dir path): its own tree.
+    let other = env.ws.with_file_name("ws2");
+    std::fs::create_dir(&other).expect("mkdir");
+    std::fs::write(other.join("theirs.txt"), "theirs\n").expect("write");
+    let mut config2 = env.config();
+    config2.workspace = other.clone();
+    let (out, fin, ahead) = run(&config2, "ls; echo y > made2.txt");
+    assert!(!ahead, "another project's overlay was used");
+    assert_eq!(out, "theirs.txt\n", "{:?}", fin.run);
+    assert!(fin.kept.upper().join("made2.txt").is_file());
+    fin.kept.discard().expect("discard");
+
+    // The workspace renamed away and replaced after the helper was prepared: the new tree.
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    std::fs::rename(&env.ws, env.ws.with_file_name("ws.old")).expect("rename");
+    std::fs::create_dir(&env.ws).expect("mkdir");
+    std::fs::write(env.ws.join("new.txt"), "new\n").expect("write");
+    let mut run1 = mirror::start_with(&warm, &config, &command(&env, "ls")).expect("start");
+    let mut out = String::new();
+    run1.take_stdout()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read stdout");
+    let fin = run1.wait().expect("wait");
+    assert_eq!(out, "new.txt\n", "{:?}", fin.run);
+    fin.kept.discard().expect("discard");
+
+    // The workspace root's mode changed after the helper was prepared: the mode of now.
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    std::fs::set_permissions(&env.ws, std::fs::Permissions::from_mode(0o750)).expect("chmod");
+    let mut run2 =
+        mirror::start_with(&warm, &config, &command(&env, "stat -c %a .")).expect("start");
+    let mut out = String::new();
+    run2.take_stdout()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read stdout");
+    let fin = run2.wait().expect("wait");
+    assert_eq!(out, "750\n", "{:?}", fin.run);
+    fin.kept.discard().expect("discard");
+}
+
+/// A warm helper dropped unused (the daemon stops, or the next run is for another helper or
+/// state dir) leaves nothing of its workspace overlay made ahead in the store.
+#[test]
+fn an_unused_warm_helper_leaves_no_kept_dir() {
+    let env = Env::new();
+    let config = env.config();
+    let runs = cmdgate_sandbox::store::for_workspace(&env.ws.canonicalize().unwrap(), &env.state)
+        .expect("store")
+        .runs();
+    let listed = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&runs)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let before = listed();
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    let made: Vec<_> = listed()
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(made[0].join("upper").is_dir() && made[0].join("work").is_dir());
+    drop(warm);
+    assert_eq!(listed(), before);
+}
