@@ -1,11 +1,12 @@
 //! The hook process's memory: a bump arena for a process that answers one call and exits. Blocks
 //! come from one static region in order, their sizes rounded up to 8 bytes; a block freed or
 //! resized while it is the last one given out is taken back or grown in place (most of Rust's
-//! temporaries die in that order); any other freed block of 64 B to 4 KiB goes on a free list of
+//! temporaries die in that order); any other freed block of 16 B to 4 KiB goes on a free list of
 //! its exact rounded size and is the next block of that size given out (a vector's buffer left
 //! behind when it grew: without reuse the compound read's top reached twice its live memory, each
-//! new page a fault). Smaller blocks are not listed (one given out from the top can often grow in
-//! place, one from a list cannot: listing them cost more copies than it saved), nor larger ones;
+//! new page a fault). 8-byte blocks are not listed (one given out from the top can often grow in
+//! place, one from a list cannot: listing them cost more copies than it saved; from 16 B the
+//! fewer pages touched win, docs/benchmarks.md, session 10), nor larger ones;
 //! those are kept until the exit returns everything. What does not fit goes to the system
 //! allocator, so the arena has no failure mode of its own. `main.rs` installs it as the global
 //! allocator of the `cmdgate-hook` binary only (not of the library's tests or other binaries).
@@ -50,8 +51,11 @@ const GRAIN: usize = 8;
 pub const MAX_LISTED: usize = 4096;
 
 /// Freed blocks smaller than this are not listed: a small block given out from the top can often
-/// grow in place (a string or vector being built); one given out from a list cannot.
-pub const MIN_LISTED: usize = 64;
+/// grow in place (a string or vector being built); one given out from a list cannot. At 64 (until
+/// session 10) the compound read's many 16–56-byte strings freed out of order were kept until the
+/// exit; from 16 it touches fewer pages (2.7 % faster), the simple cases unchanged or faster,
+/// where 8 made them 0.3–0.4 % slower.
+pub const MIN_LISTED: usize = 16;
 
 /// The number of free lists: sizes 8, 16, … [`MAX_LISTED`].
 const LISTS: usize = MAX_LISTED / GRAIN;
@@ -412,10 +416,10 @@ mod tests {
             assert_eq!(again, x, "82 bytes round to 88: the listed block");
             assert_eq!(a.listed(), 0);
             std::ptr::write_bytes(again, 0x5A, 82);
-            let small = a.alloc(layout(24, 8));
+            let small = a.alloc(layout(MIN_LISTED - GRAIN, 8));
             let big = a.alloc(layout(MAX_LISTED + 8, 8));
             let after = a.alloc(layout(8, 8));
-            a.dealloc(small, layout(24, 8));
+            a.dealloc(small, layout(MIN_LISTED - GRAIN, 8));
             a.dealloc(big, layout(MAX_LISTED + 8, 8));
             assert_eq!(
                 a.listed(),
