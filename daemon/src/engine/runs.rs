@@ -4,12 +4,12 @@
 //! (with an undo journal), dirty ones rolled back, and a conflict with the host commits nothing.
 //!
 //! Threads: `mirror::start`, `wait` and `commit` are blocking (the sandbox library execs its
-//! single-threaded helper, so no tokio thread forks); two plain threads pump stdout and stderr
-//! into the response channel. A heartbeat frame every `HEARTBEAT_MS` makes a client that went
+//! single-threaded helper, so no tokio thread forks): the start and the commit run through
+//! `off_runtime`, the wait on the blocking pool; two tasks pump stdout and stderr into the
+//! response channel through the runtime's poller. A heartbeat frame every `HEARTBEAT_MS` makes a client that went
 //! away visible (the write fails, hyper drops the body, the channel closes): the run is killed and
 //! nothing is committed.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -262,9 +262,6 @@ impl Runs {
         let home = PathBuf::from(&issued.home);
         let waited = tokio::task::spawn_blocking(move || {
             let finished = run.wait();
-            for p in pumps {
-                let _ = p.join();
-            }
             // What the policy refuses besides the sandbox's judgement reads the file system
             // (the agent's home, canonical): here, off the async runtime.
             finished.map(|f| {
@@ -274,6 +271,10 @@ impl Runs {
             })
         })
         .await;
+        // Every byte of output is in the channel before the end frame can follow it.
+        for p in pumps {
+            let _ = p.await;
+        }
         heartbeat.abort();
         let network = match proxy {
             Some(p) => Some(p.finish().await),
@@ -646,28 +647,35 @@ fn failed(issued: &Issued, run_id: String, why: String) -> Outcome {
     }
 }
 
-/// Two plain threads copy the run's stdout and stderr into the response channel as frames; a
-/// closed channel (the client went away) kills the run, and the rest is drained.
+/// Two tasks copy the run's stdout and stderr into the response channel as frames, reading the
+/// pipes through the runtime's poller (no thread per pipe); a closed channel (the client went
+/// away) kills the run, and the rest is drained. A pipe the runtime cannot poll kills the run
+/// too (its output could not reach the client): nothing of it is committed.
 fn pump_output(
     run: &mut mirror::MirrorRun,
     tx: &mpsc::Sender<Vec<u8>>,
     killer: &mirror::Killer,
-) -> Vec<std::thread::JoinHandle<()>> {
+) -> Vec<tokio::task::JoinHandle<()>> {
+    use tokio::io::AsyncReadExt;
     [(run.take_stdout(), false), (run.take_stderr(), true)]
         .into_iter()
         .filter_map(|(f, is_err)| f.map(|f| (f, is_err)))
-        .map(|(mut file, is_err)| {
+        .map(|(file, is_err)| {
             let tx = tx.clone();
             let killer = killer.clone();
-            std::thread::spawn(move || {
+            tokio::spawn(async move {
+                let Ok(mut pipe) = tokio::net::unix::pipe::Receiver::from_file(file) else {
+                    killer.kill();
+                    return;
+                };
                 let mut buf = vec![0u8; 16 * 1024];
                 let mut gone = false;
                 loop {
-                    match file.read(&mut buf) {
+                    match pipe.read(&mut buf).await {
                         Ok(0) => break,
                         Ok(n) if !gone => {
                             let frames = output_frames(is_err, &buf[..n]);
-                            if tx.blocking_send(frames).is_err() {
+                            if tx.send(frames).await.is_err() {
                                 // The client went away: kill the run, drain what is left.
                                 gone = true;
                                 killer.kill();
