@@ -87,14 +87,45 @@ pub(crate) fn apply_learning(
     ctx: PromotionContext,
     config: &cmdgate_policy::learn::PromotionConfig,
 ) -> Result<bool, StoreError> {
+    apply_learning_events(c, project, key, [event], ctx, config)
+}
+
+/// [`apply_learning`] of several events of one command in order, with one read and one write of
+/// its record (a committed run's clean test-run and real outcome): each event meets the record as
+/// the one before left it, and each promotion or demotion is audited in that order, as one call
+/// per event would have done in the same transaction.
+pub(crate) fn apply_learning_events(
+    c: &Connection,
+    project: &str,
+    key: &str,
+    events: impl IntoIterator<Item = LearnEvent>,
+    ctx: PromotionContext,
+    config: &cmdgate_policy::learn::PromotionConfig,
+) -> Result<bool, StoreError> {
     let now = clock::now();
     let mut record = state::learn_record(c, project, key)?.unwrap_or_else(Record::default);
-    let transition = record.apply(event, ctx, config, now);
+    let transitions: Vec<LearnTransition> = events
+        .into_iter()
+        .filter_map(|event| record.apply(event, ctx, config, now))
+        .collect();
     state::put_learn_record(c, project, key, &record, clock::now_ms())?;
+    let mut changed = false;
+    for transition in transitions {
+        changed |= audit_transition(c, project, key, transition)?;
+    }
+    Ok(changed)
+}
+
+/// A promotion's rule and audit row, or a demotion's disabled rule and audit row.
+fn audit_transition(
+    c: &Connection,
+    project: &str,
+    key: &str,
+    transition: LearnTransition,
+) -> Result<bool, StoreError> {
     let at = clock::now_ms();
     match transition {
-        None => Ok(false),
-        Some(LearnTransition::Promoted { provenance }) => {
+        LearnTransition::Promoted { provenance } => {
             let rule = state::NewRule {
                 kind: "learned".into(),
                 project: project.to_owned(),
@@ -119,7 +150,7 @@ pub(crate) fn apply_learning(
             )?;
             Ok(true)
         }
-        Some(LearnTransition::Demoted { because }) => {
+        LearnTransition::Demoted { because } => {
             state::disable_learned(c, project, key, at)?;
             audit::append(
                 c,
@@ -163,5 +194,70 @@ mod tests {
             assert_eq!(canonical_key(&again), key, "the key is stable");
         }
         assert_eq!(classification_of("echo $(", &snapshot), UNANALYZABLE);
+    }
+
+    /// What learning left in a store: the record (without its times), the rules, the audit rows.
+    /// A record without its times: promoted, clean runs, successes, provenance.
+    type Progress = (bool, Vec<i64>, Vec<i64>, Vec<i64>);
+
+    fn learned(c: &Connection) -> (Option<Progress>, Vec<String>) {
+        let record = state::learn_record(c, "/p", "make")
+            .unwrap()
+            .map(|r| (r.is_promoted(), r.clean_runs, r.successes, r.provenance));
+        let mut rows: Vec<String> = Vec::new();
+        for sql in [
+            "SELECT kind || ' ' || key || ' ' || enabled FROM rules ORDER BY id",
+            "SELECT kind || ' ' || ifnull(decision, '') || ' ' || ifnull(rule, '') || ' ' || \
+             ifnull(note, '') FROM command_audit ORDER BY id",
+        ] {
+            let mut stmt = c.prepare(sql).unwrap();
+            let found = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
+            rows.extend(found.map(Result::unwrap));
+        }
+        (record, rows)
+    }
+
+    #[test]
+    fn several_events_at_once_learn_what_one_call_each_learns() {
+        let open = || {
+            let mut c = Connection::open_in_memory().unwrap();
+            crate::store::migrate(&mut c).unwrap();
+            c
+        };
+        let (one_each, at_once) = (open(), open());
+        let config = PromotionConfig {
+            k: 2,
+            ..PromotionConfig::default()
+        };
+        let ctx = PromotionContext {
+            classification: Some("tier1"),
+            ..PromotionContext::default()
+        };
+        // Two committed runs (promoted by the second's real success), a committed run that
+        // failed for real (demoted), a dirty one (progress cleared).
+        let runs: [&[LearnEvent]; 4] = [
+            &[LearnEvent::CleanTestRun(1), LearnEvent::RealSuccess(1)],
+            &[LearnEvent::CleanTestRun(2), LearnEvent::RealSuccess(2)],
+            &[LearnEvent::CleanTestRun(3), LearnEvent::RealFailure(3)],
+            &[LearnEvent::DirtyTestRun(4)],
+        ];
+        let mut changed = Vec::new();
+        for events in runs {
+            let mut each = false;
+            for e in events {
+                each |= apply_learning(&one_each, "/p", "make", *e, ctx, &config).unwrap();
+            }
+            let once =
+                apply_learning_events(&at_once, "/p", "make", events.iter().copied(), ctx, &config)
+                    .unwrap();
+            assert_eq!(each, once, "rules changed after {events:?}");
+            changed.push(once);
+            assert_eq!(learned(&one_each), learned(&at_once), "after {events:?}");
+        }
+        assert_eq!(
+            changed,
+            [false, true, true, false],
+            "promoted, then demoted"
+        );
     }
 }

@@ -22,7 +22,7 @@ use crate::clock;
 use crate::engine::accept::{self, RunAcceptance};
 use crate::engine::breakers::persist_breakers;
 use crate::engine::decide::off_runtime;
-use crate::engine::learning::{apply_learning, with_id};
+use crate::engine::learning::{apply_learning_events, with_id};
 use crate::engine::runs::Outcome;
 use crate::engine::tickets::{ticket_name, Issued, Refusal};
 use crate::engine::{Engine, Peer};
@@ -412,12 +412,13 @@ impl Engine {
             if let Some(event) = acceptance_event {
                 accept::record(c, &project, &key, None, event, row.id, &promotion)?;
             }
-            for event in events {
-                learned |= apply_learning(
+            // A committed run's two events: one read and one write of the record.
+            if !events.is_empty() {
+                learned |= apply_learning_events(
                     c,
                     &project,
                     &key,
-                    with_id(event, row.id),
+                    events.into_iter().map(|e| with_id(e, row.id)),
                     PromotionContext {
                         needs_person_or_denied: false,
                         breaker_open,
