@@ -27,7 +27,7 @@
 //! `RUNS_BENCH_BIN=DIR` takes the four binaries from another build's release dir;
 //! `RUNS_BENCH_PATHS=mirrored` — a comma list of `bare`, `direct`, `mirrored` — times only those
 //! paths, e.g. to count the daemon's system calls per mirrored run with a tracer attached; a row
-//! without bare has no ratios).
+//! without bare has no ratios; `RUNS_BENCH_COMMITS=0` skips reading each run's commit time).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -313,6 +313,10 @@ fn main() {
             .unwrap_or(default)
     };
     let (n_true, n_build) = (rounds("RUNS_BENCH_TRUE", 40), rounds("RUNS_BENCH_BUILD", 7));
+    // `RUNS_BENCH_COMMITS=0`: no `cmdgate runs --json` after each mirrored call (its journal
+    // read and audit query are the daemon's busiest work between calls): for counting what a
+    // run alone costs the daemon; the commit columns are then dashes.
+    let read_commits = std::env::var("RUNS_BENCH_COMMITS").map_or(true, |v| v != "0");
     let paths: Vec<Path3> = match std::env::var("RUNS_BENCH_PATHS") {
         Ok(list) => list
             .split(',')
@@ -454,7 +458,7 @@ fn main() {
                 let t = b.once(path, proj, command);
                 if round >= warmup {
                     times[path as usize].push(t);
-                    if path == Path3::Mirrored {
+                    if path == Path3::Mirrored && read_commits {
                         let c = b.last_commit(&cmdgate, proj, command);
                         commits.push(c);
                         less_commit.push(t.saturating_sub(c));
