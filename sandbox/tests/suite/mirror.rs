@@ -498,13 +498,7 @@ fn a_warm_helpers_namespaces_and_dev_are_the_runs_own_and_empty() {
     let mut seen: Vec<String> = Vec::new();
     for (network, config, warm) in &configs {
         let (network, config) = (*network, config.clone());
-        let mut run = mirror::start_with(warm, &config, &command(&env, probe)).expect("start");
-        let mut stdout = String::new();
-        run.take_stdout()
-            .expect("stdout")
-            .read_to_string(&mut stdout)
-            .expect("read stdout");
-        let fin = run.wait().expect("wait");
+        let (stdout, fin) = warm_run(warm, &config, &command(&env, probe));
         let lines: Vec<&str> = stdout.lines().collect();
         assert!(lines.len() >= 8, "{stdout} {:?}", fin.run);
         let (spaces, rest) = lines.split_at(3);
@@ -544,6 +538,17 @@ fn a_warm_helpers_namespaces_and_dev_are_the_runs_own_and_empty() {
 /// overlay made at the run, showing the tree and the mode the host has then. (An overlay made
 /// ahead used for another tree would run the command on files the run was not for, and a commit
 /// would apply its changes to the wrong project.)
+/// Run `cmd` to the end with the helper `warm` prepared, returning (stdout, finished).
+fn warm_run(warm: &mirror::Warm, config: &RunConfig, cmd: &MirrorCommand) -> (String, Finished) {
+    let mut run = mirror::start_with(warm, config, cmd).expect("start");
+    let mut stdout = String::new();
+    run.take_stdout()
+        .expect("stdout")
+        .read_to_string(&mut stdout)
+        .expect("read stdout");
+    (stdout, run.wait().expect("wait"))
+}
+
 #[test]
 fn a_workspace_overlay_made_ahead_serves_only_its_workspace_as_it_is_at_the_run() {
     use std::os::unix::fs::PermissionsExt;
@@ -557,13 +562,7 @@ fn a_workspace_overlay_made_ahead_serves_only_its_workspace_as_it_is_at_the_run(
         let after_fill = cmdgate_sandbox::clock::settle();
         let mut command = command(&env, cmd);
         command.cwd = config.workspace.clone();
-        let mut run = mirror::start_with(&warm, config, &command).expect("start");
-        let mut stdout = String::new();
-        run.take_stdout()
-            .expect("stdout")
-            .read_to_string(&mut stdout)
-            .expect("read stdout");
-        let fin = run.wait().expect("wait");
+        let (stdout, fin) = warm_run(&warm, config, &command);
         let born = std::fs::metadata(fin.kept.upper())
             .and_then(|m| m.created())
             .expect("upper dir's birth time")
@@ -598,13 +597,7 @@ fn a_workspace_overlay_made_ahead_serves_only_its_workspace_as_it_is_at_the_run(
     std::fs::rename(&env.ws, env.ws.with_file_name("ws.old")).expect("rename");
     std::fs::create_dir(&env.ws).expect("mkdir");
     std::fs::write(env.ws.join("new.txt"), "new\n").expect("write");
-    let mut run1 = mirror::start_with(&warm, &config, &command(&env, "ls")).expect("start");
-    let mut out = String::new();
-    run1.take_stdout()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read stdout");
-    let fin = run1.wait().expect("wait");
+    let (out, fin) = warm_run(&warm, &config, &command(&env, "ls"));
     assert_eq!(out, "new.txt\n", "{:?}", fin.run);
     fin.kept.discard().expect("discard");
 
@@ -612,14 +605,7 @@ fn a_workspace_overlay_made_ahead_serves_only_its_workspace_as_it_is_at_the_run(
     let warm = mirror::Warm::new();
     warm.fill(&config).expect("prepare a helper");
     std::fs::set_permissions(&env.ws, std::fs::Permissions::from_mode(0o750)).expect("chmod");
-    let mut run2 =
-        mirror::start_with(&warm, &config, &command(&env, "stat -c %a .")).expect("start");
-    let mut out = String::new();
-    run2.take_stdout()
-        .expect("stdout")
-        .read_to_string(&mut out)
-        .expect("read stdout");
-    let fin = run2.wait().expect("wait");
+    let (out, fin) = warm_run(&warm, &config, &command(&env, "stat -c %a ."));
     assert_eq!(out, "750\n", "{:?}", fin.run);
     fin.kept.discard().expect("discard");
 }
