@@ -116,13 +116,17 @@ fn refusal_entry(peer: Peer, req: &RunRequest, issued: Option<&Issued>, why: &st
     }
 }
 
-/// What [`Engine::check_ticket`] found, in one trip off the runtime: the redemption, then for a
-/// redeemed ticket the map's stamps and its cached snapshot (`None`: changed, or a load in
-/// progress — the caller loads it), the breaker (`None`: its lock was busy — the caller waits
-/// for it) and the command's learning record (its operator's acceptance).
-struct Checked {
-    redeemed: Result<Issued, (Refusal, Option<Box<Issued>>)>,
-    stamps: Option<crate::engine::tiermaps::Stamps>,
+/// What [`Engine::check_ticket`] found, in one trip off the runtime: the redemption, and for a
+/// redeemed ticket what the checks after it read ([`Redeemed`]).
+type Checked = Result<Redeemed, (Refusal, Option<Box<Issued>>)>;
+
+/// A redeemed ticket and, read in the same trip, the map's stamps and its cached snapshot
+/// (`None`: changed, or a load in progress — the caller loads it), the breaker (`None`: its
+/// lock was busy — the caller waits for it) and the command's learning record (its operator's
+/// acceptance).
+struct Redeemed {
+    issued: Issued,
+    stamps: crate::engine::tiermaps::Stamps,
     snapshot: Option<std::sync::Arc<cmdgate_policy::tiermap::Snapshot>>,
     breaker: Option<(bool, Vec<crate::engine::breakers::Changed>)>,
     record: Result<Option<cmdgate_policy::learn::Record>, StoreError>,
@@ -134,16 +138,7 @@ impl Engine {
     /// only: every refusal is the caller's, in the order it always had.
     fn check_ticket(&self, ticket: &str, uid: u32, cwd: PathBuf) -> Checked {
         let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-        let redeemed = self.tickets.redeem(ticket, uid, &cwd, Instant::now());
-        let Ok(issued) = &redeemed else {
-            return Checked {
-                redeemed,
-                stamps: None,
-                snapshot: None,
-                breaker: None,
-                record: Ok(None),
-            };
-        };
+        let issued = self.tickets.redeem(ticket, uid, &cwd, Instant::now())?;
         let stamps = self.tiermaps.stamps(&issued.project);
         let snapshot = self.tiermaps.cached(&issued.project, &stamps);
         let breaker = self.breakers.try_is_open(&issued.session, clock::now());
@@ -151,13 +146,13 @@ impl Engine {
         let record = self
             .store
             .read_here(|c| crate::store::state::learn_record(c, &project, key));
-        Checked {
-            redeemed,
-            stamps: Some(stamps),
+        Ok(Redeemed {
+            issued,
+            stamps,
             snapshot,
             breaker,
             record,
-        }
+        })
     }
 
     /// Redeems a ticket: on success the run is started and its frames arrive on the returned
@@ -177,15 +172,14 @@ impl Engine {
                     RedeemError::Unavailable(format!("the ticket could not be checked ({e})"))
                 })?
         };
-        let Checked {
-            redeemed,
+        let Redeemed {
+            issued,
             stamps,
             snapshot,
             breaker,
             record,
-        } = checked;
-        let issued = match redeemed {
-            Ok(i) => i,
+        } = match checked {
+            Ok(r) => r,
             Err((refusal, issued)) => {
                 let why = format!("ticket refused: {refusal}");
                 let mut changes = Vec::new();
@@ -218,17 +212,11 @@ impl Engine {
             Err::<RunStream, RedeemError>(RedeemError::Refused(why))
         };
         // The map as the trip found it; a changed or busy one is loaded here, as `get` would.
-        let snapshot = match (snapshot, stamps) {
-            (Some(s), _) => s,
-            (None, Some(stamps)) => {
+        let snapshot = match snapshot {
+            Some(s) => s,
+            None => {
                 self.tiermaps
                     .get_stamped(&issued.project, stamps, &self.store)
-                    .await?
-                    .snapshot
-            }
-            (None, None) => {
-                self.tiermaps
-                    .get(&issued.project, &self.store)
                     .await?
                     .snapshot
             }
