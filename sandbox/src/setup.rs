@@ -245,13 +245,32 @@ fn overlay_options(o: &OverlayMount) -> Result<String, SetupError> {
     // before the first rename (`commit::journal::apply`), and a run kept for a later apply is
     // flushed before it is recorded as kept (`KeptUpper::keep_for`). The work dir a volatile
     // mount marks is never mounted again (each run has its own, removed after the run).
-    Ok(format!(
-        "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off,volatile",
+    let mut data = format!(
+        "lowerdir={},upperdir={},workdir={}",
         o.target.display(),
         o.upper.display(),
         o.work.display()
-    ))
+    );
+    for (key, value) in OVERLAY_OPTIONS {
+        data.push(',');
+        data.push_str(key);
+        if let Some(value) = value {
+            data.push('=');
+            data.push_str(value);
+        }
+    }
+    Ok(data)
 }
+
+/// Every overlay's options besides its layers ([`overlay_options`] says why each), one list for
+/// an overlay mounted at the run and one made ahead ([`prepare_overlay`]): `key=value`, or a
+/// flag without a value.
+const OVERLAY_OPTIONS: [(&str, Option<&str>); 4] = [
+    ("redirect_dir", Some("off")),
+    ("metacopy", Some("off")),
+    ("index", Some("off")),
+    ("volatile", None),
+];
 
 /// An overlay with exactly the layers of the directories `lower`, `upper` and `work` (fds: the
 /// inodes opened, whatever their paths name later) and [`overlay_options`]'s options, `nosuid`
@@ -259,20 +278,17 @@ fn overlay_options(o: &OverlayMount) -> Result<String, SetupError> {
 /// made by a prepared helper ahead of its run (`helper::overlay_ahead`) and attached by pid 1.
 pub fn prepare_overlay(lower: &OwnedFd, upper: &OwnedFd, work: &OwnedFd) -> Result<OwnedFd, Errno> {
     use crate::syscall::FsParam::{Fd, Flag, Str};
-    crate::syscall::new_fs(
-        "overlay",
-        &[
-            Str("source", "overlay"),
-            Fd("lowerdir+", lower.as_raw_fd()),
-            Fd("upperdir", upper.as_raw_fd()),
-            Fd("workdir", work.as_raw_fd()),
-            Str("redirect_dir", "off"),
-            Str("metacopy", "off"),
-            Str("index", "off"),
-            Flag("volatile"),
-        ],
-        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-    )
+    let mut params = vec![
+        Str("source", "overlay"),
+        Fd("lowerdir+", lower.as_raw_fd()),
+        Fd("upperdir", upper.as_raw_fd()),
+        Fd("workdir", work.as_raw_fd()),
+    ];
+    params.extend(OVERLAY_OPTIONS.map(|(key, value)| match value {
+        Some(value) => Str(key, value),
+        None => Flag(key),
+    }));
+    crate::syscall::new_fs("overlay", &params, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 }
 
 fn bind_scratch<S: Syscall>(sys: &S, root: &Path, b: &ScratchBind) -> Result<(), SetupError> {
