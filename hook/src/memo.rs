@@ -102,12 +102,7 @@ impl PathResolver for Memo {
         // starts from there (`kernel::resolve_below`): a key whose answer is a directory (`lstat`,
         // so not a link) was the resolved prefix of a walk, which holds no link and no `.`, `..`
         // or empty component.
-        // `rsplit_once('/')`, by a backward scan over the bytes (cheaper than its char search).
-        if let Some((dir, name)) = path
-            .bytes()
-            .rposition(|b| b == b'/')
-            .map(|i| (&path[..i], &path[i + 1..]))
-        {
+        if let Some((dir, name)) = crate::bytes::rsplit_slash(path) {
             let plain = !matches!(name, "" | "." | "..");
             let walked_dir = plain
                 && !dir.is_empty()
