@@ -6,9 +6,9 @@
 //! Threads: `mirror::start`, `wait` and `commit` are blocking (the sandbox library execs its
 //! single-threaded helper, so no tokio thread forks): the start and the commit run through
 //! `off_runtime`, the wait on the blocking pool; two tasks pump stdout and stderr into the
-//! response channel through the runtime's poller. A heartbeat frame every `HEARTBEAT_MS` makes a client that went
-//! away visible (the write fails, hyper drops the body, the channel closes): the run is killed and
-//! nothing is committed.
+//! response channel through the runtime's poller. A heartbeat frame every `HEARTBEAT_MS` makes a
+//! client that went away visible (the write fails, hyper drops the body, the channel closes): the
+//! run is killed and nothing is committed.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
