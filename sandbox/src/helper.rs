@@ -77,13 +77,19 @@ pub fn helper_main() -> ExitCode {
     let mut mirrored = false;
     // What pid 1 handed over to outlive it (`Held`): released after our answer.
     let mut held = Held::default();
+    // A mirror built ahead whose builder answered: reaped after our answer.
+    let mut builder: Option<nix::unistd::Pid> = None;
     let reply = match read() {
         Err(e) => failed("request", &e),
         Ok(ParentMessage::Run(req)) => match prepare(&req.run_id, &req.config.state_dir, None) {
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
                 mirrored = req.mirror.is_some();
-                finish(run(&req, prep, channel.take(), &mut held))
+                let started = crate::clock::precise_now();
+                match take_passed(&req, channel.take()) {
+                    Ok(passed) => finish(run(&req, prep, started, passed, &mut held)),
+                    Err(e) => failed("sandbox setup", &e),
+                }
             }
             Err(e) => failed("sandbox setup", &e),
         },
@@ -92,11 +98,27 @@ pub fn helper_main() -> ExitCode {
             run_id,
             state_dir,
             overlay,
+            whole,
         }) => match prepare(&run_id, &state_dir, overlay.as_ref()) {
             Err(e) => failed("sandbox setup", &e),
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
+                // The whole mirror for the run expected next, built by a forked builder before
+                // we answer.
+                let (prep, whole) = match whole {
+                    Some(request)
+                        if overlay.is_some()
+                            && request.run_id == run_id
+                            && request.config.state_dir == state_dir =>
+                    {
+                        build_whole(*request, prep)
+                    }
+                    _ => (prep, None),
+                };
                 if !send(&HelperReply::Ready) {
+                    if let Some(whole) = whole {
+                        whole.tear_down();
+                    }
                     leave_cgroups(parent, parent_is_root, made.as_ref());
                     return ExitCode::FAILURE;
                 }
@@ -105,21 +127,59 @@ pub fn helper_main() -> ExitCode {
                         if req.run_id == run_id && req.config.state_dir == state_dir =>
                     {
                         mirrored = req.mirror.is_some();
-                        finish(run(&req, prep, channel.take(), &mut held))
+                        let started = crate::clock::precise_now();
+                        match take_passed(&req, channel.take()) {
+                            Err(e) => {
+                                if let Some(whole) = whole {
+                                    whole.tear_down();
+                                }
+                                failed("sandbox setup", &e)
+                            }
+                            Ok(passed) => {
+                                let served = match whole {
+                                    Some(whole) => {
+                                        let pid = whole.builder;
+                                        whole.serve(&req, started, passed).inspect(|_| {
+                                            builder = Some(pid);
+                                        })
+                                    }
+                                    None => Err(passed),
+                                };
+                                match served {
+                                    Ok(reply) => reply,
+                                    Err(passed) => {
+                                        finish(run(&req, prep, started, passed, &mut held))
+                                    }
+                                }
+                            }
+                        }
                     }
-                    Ok(_) => failed(
-                        "request",
-                        &HelperError::Invalid("expected the Run of the prepared run".into()),
-                    ),
-                    Err(e) => failed("request", &e),
+                    Ok(_) => {
+                        if let Some(whole) = whole {
+                            whole.tear_down();
+                        }
+                        failed(
+                            "request",
+                            &HelperError::Invalid("expected the Run of the prepared run".into()),
+                        )
+                    }
+                    Err(e) => {
+                        if let Some(whole) = whole {
+                            whole.tear_down();
+                        }
+                        failed("request", &e)
+                    }
                 }
             }
         },
     };
     let sent = send(&reply);
     // Only now, with the answer sent: the kernel tears down the mirror's mount namespace and
-    // destroys the fanotify group here, off the run's critical path.
+    // destroys the fanotify group here (or in the builder, as it exits), off the run's path.
     drop(held);
+    if let Some(pid) = builder {
+        Whole::reap(pid);
+    }
     leave_cgroups(parent, parent_is_root && !mirrored, made.as_ref());
     // A store operation's spent dirs (`trash`): removed before we exit, not left to the next
     // start.
@@ -296,8 +356,9 @@ fn overlays_for(
 /// A prepared run: lock held, cgroups created and joined, empty network, IPC and UTS
 /// namespaces and a detached `/dev` made.
 pub struct Prepared {
-    /// Held (flock) for the helper's life: `sweep_stale` skips locked runs.
-    _lock: Flock<std::fs::File>,
+    /// Held (flock) for the helper's life: `sweep_stale` skips locked runs. (Taken and
+    /// forgotten by a builder, [`Whole`]: the lock is the helper's.)
+    lock: Option<Flock<std::fs::File>>,
     scratch: PathBuf,
     cgroup: RunCgroup,
     /// For the run's pid 1 ([`fresh_namespaces`], [`crate::setup::prepare_dev`]); what is
@@ -353,7 +414,7 @@ fn prepare(
     let mut ahead = fresh_namespaces()?;
     ahead.dev = crate::setup::prepare_dev();
     Ok(Prepared {
-        _lock: lock,
+        lock: Some(lock),
         scratch,
         cgroup,
         ahead,
@@ -527,20 +588,82 @@ fn fresh_namespaces() -> Result<MadeAhead, HelperError> {
 #[derive(Default)]
 struct Held(Option<OwnedFd>);
 
+/// A mirrored run's pipes (and proxy hand-off), sent with its `Run` on the library's fd channel;
+/// a test-run takes none.
+fn take_passed(req: &HelperRequest, channel: Option<OwnedFd>) -> Result<Vec<OwnedFd>, HelperError> {
+    match (req.mirror.as_ref(), channel) {
+        (Some(_), Some(channel)) => crate::init::recv_fds(&channel).ok_or_else(|| {
+            HelperError::Invalid("no output pipes came with the mirrored run".into())
+        }),
+        (Some(_), None) => Err(HelperError::Invalid(
+            "a mirrored run needs the library's fd channel (fd 3)".into(),
+        )),
+        (None, _) => Ok(Vec::new()),
+    }
+}
+
+/// The run built at `Run` and run to its end. `started` is the run's start, read as the `Run`
+/// arrived; `passed` what came with it ([`take_passed`]).
 fn run(
     req: &HelperRequest,
-    mut prep: Prepared,
-    channel: Option<OwnedFd>,
+    prep: Prepared,
+    started: crate::clock::Stamp,
+    passed: Vec<OwnedFd>,
     held: &mut Held,
 ) -> Result<RawRun, HelperError> {
+    let built = build(req, prep, Some((started, passed)))?;
+    conclude(built, held)
+}
+
+/// A run's mirror built and its pid 1 forked ([`build`]), until [`conclude`] runs it to its end.
+struct Built {
+    prep: Prepared,
+    child: nix::unistd::Pid,
+    pidfd: Option<OwnedFd>,
+    report: OwnedFd,
+    stdout: Option<OwnedFd>,
+    stderr: Option<OwnedFd>,
+    held: Option<OwnedFd>,
+    overlays: Vec<(Area, OverlayMount)>,
+    /// The scratch trees bound on /tmp, /run and /dev/shm.
+    scratch_dirs: [PathBuf; 3],
+    premade: Vec<PathBuf>,
+    /// The masks pid 1 mounts ([`MountPlan::masks`]).
+    masks: Vec<crate::setup::Mask>,
+    timeout: std::time::Duration,
+    output_bytes: usize,
+    /// The kept upper dirs and their limit ([`UpperGuard`]); the guard's baseline is read
+    /// before the command can run.
+    upper: Option<(Vec<PathBuf>, u64)>,
+    upper_guard: Option<UpperGuard>,
+    /// When the `Run` arrived, and when the command was handed to pid 1 (the timeout's start).
+    start: Instant,
+    run_start: Instant,
+    started: crate::clock::Stamp,
+    /// A mirror built ahead: our end of the socket pid 1 waits on for its command.
+    awaiting: Option<OwnedFd>,
+}
+
+/// Build the run's mirror and fork its pid 1: the command given (`job`: the run's start and the
+/// fds passed with the `Run`), or, for a mirror built ahead ([`Whole`]), pid 1 waiting for it
+/// once the mirror is built (`Built::awaiting`).
+fn build(
+    req: &HelperRequest,
+    mut prep: Prepared,
+    job: Option<(crate::clock::Stamp, Vec<OwnedFd>)>,
+) -> Result<Built, HelperError> {
     let start = Instant::now();
     // The run's start, for the commit's "changed on the host after the run started": every
     // host change before it has a ctime at or before it, and pid 1 starts the command only once
     // the coarse clock has passed it (see `clock`). Taken as the `Run` arrives, so the wait for
     // the clock's tick overlaps the mirror's setup instead of following it. An earlier start is
     // the cautious side: a host change made during the setup counts as made after the start (a
-    // conflict if the run changed the same path), never as one the run saw.
-    let started = crate::clock::precise_now();
+    // conflict if the run changed the same path), never as one the run saw. A mirror built
+    // ahead gets it with its command.
+    let (started, mut passed) = match job {
+        Some((started, passed)) => (started, Some(passed)),
+        None => ([0, 0], None),
+    };
     let cfg = &req.config;
     // The secret masks' walk of the workspace (the longest step before pid 1 exists: one listing
     // per directory) runs on a thread while this one builds the scratch tree below; it is joined
@@ -550,24 +673,12 @@ fn run(
     // masked state dir).
     let secret_walk = SecretWalk::start(cfg);
     let scratch = prep.scratch.clone();
-    let cgroup = &prep.cgroup;
     let mirror = req.mirror.as_ref();
-    // A mirrored run's pipes (and proxy hand-off), sent with its `Run`; a test-run takes none.
-    let mut passed = match (mirror, channel) {
-        (Some(_), Some(channel)) => crate::init::recv_fds(&channel).ok_or_else(|| {
-            HelperError::Invalid("no output pipes came with the mirrored run".into())
-        })?,
-        (Some(_), None) => {
-            return Err(HelperError::Invalid(
-                "a mirrored run needs the library's fd channel (fd 3)".into(),
-            ))
-        }
-        (None, _) => Vec::new(),
-    };
     // Our own mount namespace, copied now (not when prepared: a warm helper may wait a long
-    // time, and the mirror must show the host's mounts as they are when the run starts). The
-    // scratch tmpfs exists only here (and in the run's copy), so whatever happens to us, the
-    // kernel frees it when the last process using it is gone.
+    // time, and the mirror must show the host's mounts as they are when the run starts; a
+    // mirror built ahead is used only while the host's mount table has not changed since, see
+    // `Whole`). The scratch tmpfs exists only here (and in the run's copy), so whatever happens
+    // to us, the kernel frees it when the last process using it is gone.
     nix::sched::unshare(CloneFlags::CLONE_NEWNS)
         .map_err(|e| HelperError::Kernel("unshare the helper's mount namespace", e))?;
     nix::mount::mount(
@@ -679,7 +790,7 @@ fn run(
     };
 
     // Limits before anything of the command runs.
-    cgroup
+    prep.cgroup
         .set_limits(&cfg.limits)
         .map_err(HelperError::Cgroup)?;
 
@@ -695,24 +806,30 @@ fn run(
         None => (None, None),
     };
     // A mirrored run's command writes the library's pipes (passed with its `Run`) directly:
-    // streamed, unbounded, never copied. A test-run's output is collected here, bounded.
+    // streamed, unbounded, never copied. A test-run's output is collected here, bounded. A
+    // mirror built ahead gets them with its command.
     let expected = 2 + usize::from(cfg.proxy && mirror.is_some());
-    if mirror.is_some() && passed.len() != expected {
-        return Err(HelperError::Invalid(format!(
-            "{} fds came with the mirrored run, {expected} expected",
-            passed.len()
-        )));
-    }
-    let handoff = (passed.len() == 3).then(|| passed.pop()).flatten();
-    let (out_r, out_w, err_r, err_w) = match mirror {
-        Some(_) => {
-            let (out, err) = output_fds(passed)?;
-            (None, out, None, err)
+    if let (Some(_), Some(passed)) = (mirror, &passed) {
+        if passed.len() != expected {
+            return Err(HelperError::Invalid(format!(
+                "{} fds came with the mirrored run, {expected} expected",
+                passed.len()
+            )));
         }
-        None => {
+    }
+    let handoff = passed
+        .as_mut()
+        .and_then(|p| (p.len() == 3).then(|| p.pop()).flatten());
+    let (out_r, out_w, err_r, err_w) = match (mirror, passed) {
+        (Some(_), Some(passed)) => {
+            let (out, err) = output_fds(passed)?;
+            (None, Some(out), None, Some(err))
+        }
+        (Some(_), None) => (None, None, None, None),
+        (None, _) => {
             let (out_r, out_w) = pipe()?;
             let (err_r, err_w) = pipe()?;
-            (Some(out_r), out_w, Some(err_r), err_w)
+            (Some(out_r), Some(out_w), Some(err_r), Some(err_w))
         }
     };
     // Network by domain: the caller's end of the listener hand-off, for pid 1 alone.
@@ -730,44 +847,60 @@ fn run(
             ))
         }
     };
-    let upper_guard = mirror.map(|m| {
+    let upper = mirror.map(|m| {
         let dirs = std::iter::once(&m.keep).chain(m.extra.iter().map(|k| &k.keep));
-        UpperGuard::new(dirs, m.upper_bytes)
+        (dirs.cloned().collect::<Vec<PathBuf>>(), m.upper_bytes)
     });
+    let upper_guard = upper
+        .as_ref()
+        .map(|(dirs, limit)| UpperGuard::new(dirs.iter(), *limit));
+    let (job, awaiting) = match (out_w, err_w) {
+        (Some(stdout), Some(stderr)) => (
+            crate::init::JobSource::Given(crate::init::Job {
+                command: req.command.clone(),
+                cwd: mirror.map_or(&cfg.workspace, |m| &m.cwd).clone(),
+                env: cfg.command_env(),
+                not_before: started,
+                stdout,
+                stderr,
+            }),
+            None,
+        ),
+        _ => {
+            let (ours, theirs) = crate::init::socket_pair().ok_or_else(|| {
+                HelperError::Kernel("create pid 1's command socket", Errno::last())
+            })?;
+            (crate::init::JobSource::Awaited(theirs), Some(ours))
+        }
+    };
 
     // The next child is pid 1 of a new pid namespace: when it dies, every process of the run does.
     nix::sched::unshare(CloneFlags::CLONE_NEWPID)
         .map_err(|e| HelperError::Kernel("unshare the pid namespace", e))?;
     let mut writable: Vec<PathBuf> = overlays.iter().map(|(_, o)| o.target.clone()).collect();
     writable.extend(["/tmp", "/run", "/dev/shm"].map(PathBuf::from));
-    let env = cfg.command_env();
     let ahead = std::mem::take(&mut prep.ahead);
     // SAFETY: the helper is single-threaded here (its one thread, the secret walk, was joined
     // when the mount plan was made; nothing else spawns threads), so the child may run
     // arbitrary code after fork.
     let child = match unsafe { nix::unistd::fork() } {
         Ok(nix::unistd::ForkResult::Child) => {
-            drop((rep_r, out_r, err_r, held_ours));
+            drop((rep_r, out_r, err_r, held_ours, awaiting));
             // A panic must not unwind into the helper's frames (their destructors own the
             // helper's scratch mount): catch it and leave.
             let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 init_main(InitArgs {
                     plan: &plan,
-                    command: &req.command,
-                    cwd: mirror.map_or(&cfg.workspace, |m| &m.cwd),
+                    job,
                     aliases: mirror.is_some(),
-                    env: &env,
                     run_as: cfg.run_as,
                     network: cfg.network,
                     proxy,
                     writable,
-                    not_before: started,
                     host_root,
                     ahead,
                     hand_off: held_theirs,
                     report: rep_w,
-                    stdout: out_w,
-                    stderr: err_w,
                 })
             }))
             .unwrap_or(101);
@@ -779,19 +912,62 @@ fn run(
     };
     let run_start = Instant::now();
     // Our copy of the hand-off goes: the caller sees EOF once pid 1 has sent (or died).
-    drop((rep_w, out_w, err_w, proxy, host_root, ahead, held_theirs));
-    held.0 = held_ours;
+    drop((rep_w, job, proxy, host_root, ahead, held_theirs));
     let pidfd = pidfd_open(child.as_raw());
+    Ok(Built {
+        prep,
+        child,
+        pidfd,
+        report: rep_r,
+        stdout: out_r,
+        stderr: err_r,
+        held: held_ours,
+        overlays,
+        scratch_dirs: [tmp, run_dir, shm],
+        premade,
+        masks: plan.masks,
+        timeout: cfg.limits.timeout,
+        output_bytes: cfg.limits.output_bytes,
+        upper,
+        upper_guard,
+        start,
+        run_start,
+        started,
+        awaiting,
+    })
+}
 
+/// Run a built run to its end ([`collect`]) and diff its effects.
+fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
+    let Built {
+        prep,
+        child,
+        pidfd,
+        report,
+        stdout,
+        stderr,
+        held: held_ours,
+        overlays,
+        scratch_dirs: [tmp, run_dir, shm],
+        premade,
+        upper_guard,
+        start,
+        run_start,
+        started,
+        timeout,
+        output_bytes,
+        ..
+    } = built;
+    held.0 = held_ours;
     let collected = collect(
         child,
         pidfd.as_ref(),
         Collect {
-            report: rep_r,
-            stdout: out_r,
-            stderr: err_r,
-            deadline: run_start + cfg.limits.timeout,
-            output_bytes: cfg.limits.output_bytes,
+            report,
+            stdout,
+            stderr,
+            deadline: run_start + timeout,
+            output_bytes,
             upper_guard: upper_guard.as_ref(),
         },
     );
@@ -807,7 +983,7 @@ fn run(
     {
         return Err(HelperError::InitLost(collected.init_status));
     }
-    effects.extend(cgroup.limit_hits());
+    effects.extend(prep.cgroup.limit_hits());
     // Once more now that every writer is gone: a run that went over the limit between two
     // looks is still over it.
     if let Some(hit) = upper_guard.as_ref().and_then(UpperGuard::check) {
@@ -855,7 +1031,372 @@ fn run(
         effects: fs_effects,
         killed: collected.killed,
         started,
+        built_ahead: false,
     })
+}
+
+/// A path's identity for [`Whole`]'s re-check: device, inode, type and permission bits, owner,
+/// group (`None`: no such path).
+type PathId = (u64, u64, u32, u32, u32);
+
+/// `paths` and every directory above each (to `/`), each with its identity as `lstat` gives it
+/// now, in path order.
+fn path_ids(paths: impl IntoIterator<Item = PathBuf>) -> Vec<(PathBuf, Option<PathId>)> {
+    let mut all = std::collections::BTreeSet::new();
+    for path in paths {
+        let mut at = Some(path.as_path());
+        while let Some(p) = at {
+            all.insert(p.to_path_buf());
+            at = p.parent();
+        }
+    }
+    all.into_iter()
+        .map(|p| {
+            let id = nix::sys::stat::lstat(&p)
+                .ok()
+                .map(|st| (st.st_dev, st.st_ino, st.st_mode, st.st_uid, st.st_gid));
+            (p, id)
+        })
+        .collect()
+}
+
+/// Builder → helper, one JSON line each on their socket ([`Whole`]).
+#[derive(serde::Serialize, serde::Deserialize)]
+enum BuilderMessage {
+    /// The mirror is built and pid 1 waits: the masks it mounted, and the identity of every
+    /// path the mirror was built on (the overlays' targets, the masks, the kept dir, and every
+    /// directory above each), read once pid 1 had built it.
+    Ready {
+        masks: Vec<crate::setup::Mask>,
+        ids: Vec<(PathBuf, Option<PathId>)>,
+    },
+    /// Not built (the first message), or the run's answer (the second).
+    Reply(HelperReply),
+}
+
+/// A run's mirror built whole ahead of its `Run` (`ParentMessage::Prepare::whole`: the request
+/// of the run expected next, its command empty). A copy of the helper forked at `Prepare` (the
+/// builder) does what [`run`] does up to the command — its own mount namespace with the host's
+/// mount tree copied, the scratch tmpfs and tree, the secret walk and the masks, the cgroup
+/// limits, pid 1 forked, which builds the mirror (namespaces entered, mounts, masks, pivot, the
+/// old root detached, the mask watch) and waits for its command — and reports the masks and the
+/// identities of the paths the mirror was built on. The helper itself stays as it was, so a
+/// mirror found stale is torn down (the builder killed, pid 1 and the mirror with it) and the
+/// run built at `Run` exactly as without one ([`Whole::serve`]).
+struct Whole {
+    builder: nix::unistd::Pid,
+    link: OwnedFd,
+    lines: std::io::BufReader<std::fs::File>,
+    /// The host's mount table (the helper's own namespace), opened before the builder copied
+    /// it: `POLLPRI` once anything was mounted, unmounted or moved there since.
+    mountinfo: std::fs::File,
+    request: HelperRequest,
+    /// Where the builder makes the workspace overlay's `upper` and `work` (the run's kept dir).
+    keep: PathBuf,
+    /// What the builder reported when the mirror was built ([`BuilderMessage::Ready`]): the
+    /// masks it mounted and the identities of the paths it was built on.
+    masks: Vec<crate::setup::Mask>,
+    ids: Vec<(PathBuf, Option<PathId>)>,
+}
+
+/// Fork the builder of [`Whole`] for `request`. `None` (nothing forked) when the request is not
+/// one a mirror is built ahead for: a mirrored run without a proxy or kept `write=` trees.
+fn build_whole(request: HelperRequest, prep: Prepared) -> (Prepared, Option<Whole>) {
+    let keep = match &request.mirror {
+        Some(m) if !request.config.proxy && m.extra.is_empty() => m.keep.clone(),
+        _ => return (prep, None),
+    };
+    let Ok(mountinfo) = std::fs::File::open("/proc/self/mountinfo") else {
+        return (prep, None);
+    };
+    let Some((ours, theirs)) = crate::init::socket_pair() else {
+        return (prep, None);
+    };
+    let Ok(lines) = ours.try_clone() else {
+        return (prep, None);
+    };
+    let helper = nix::unistd::getpid();
+    // SAFETY: the helper is single-threaded here (no thread was started yet), so the child may
+    // run arbitrary code after fork.
+    let builder = match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop((ours, lines, mountinfo));
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                builder_main(&request, prep, theirs, helper)
+            }))
+            .unwrap_or(101);
+            // SAFETY: _exit skips destructors that belong to the helper (its lock, its pipes).
+            unsafe { libc::_exit(code) }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => child,
+        Err(_) => return (prep, None),
+    };
+    drop(theirs);
+    let mut prep = prep;
+    // The builder's pid 1 enters or attaches what was made ahead: never ours to use again.
+    prep.ahead = MadeAhead::default();
+    drop(prep.overlay.take());
+    let mut whole = Whole {
+        builder,
+        link: ours,
+        lines: std::io::BufReader::new(std::fs::File::from(lines)),
+        mountinfo,
+        request,
+        keep,
+        masks: Vec::new(),
+        ids: Vec::new(),
+    };
+    // Built (the identities read once pid 1 had built it), or torn down now.
+    match whole.next() {
+        Some(BuilderMessage::Ready { masks, ids }) => {
+            whole.masks = masks;
+            whole.ids = ids;
+            (prep, Some(whole))
+        }
+        _ => {
+            whole.tear_down();
+            (prep, None)
+        }
+    }
+}
+
+/// The builder's life ([`Whole`]): build, report, wait for the command, run it, answer.
+fn builder_main(
+    request: &HelperRequest,
+    mut prep: Prepared,
+    link: OwnedFd,
+    helper: nix::unistd::Pid,
+) -> i32 {
+    // The helper's lock stays the helper's (dropping our copy would release it).
+    std::mem::forget(prep.lock.take());
+    // If the helper dies, so do we (and with us pid 1 and the mirror).
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if nix::unistd::getppid() != helper {
+        return 1;
+    }
+    // Our stdout is the helper's answer channel: never ours to write.
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+    }
+    let say = |msg: &BuilderMessage| -> bool {
+        let Ok(mut line) = serde_json::to_vec(msg) else {
+            return false;
+        };
+        line.push(b'\n');
+        let Ok(copy) = link.try_clone() else {
+            return false;
+        };
+        (&std::fs::File::from(copy)).write_all(&line).is_ok()
+    };
+    // The trees the mirror is made of, as they are before anything of it is made (the
+    // overlays' upper roots copy their owner and mode): the same once it is built, or the
+    // mirror may show some of them as they were before (read again below).
+    let cfg = &request.config;
+    let roots: Vec<PathBuf> = std::iter::once(cfg.workspace.clone())
+        .chain(cfg.home.clone())
+        .chain(cfg.extra_writable.iter().cloned())
+        .chain(request.mirror.iter().map(|m| m.keep.clone()))
+        .collect();
+    let before = path_ids(roots.iter().cloned());
+    let mut built = match build(request, prep, None) {
+        Ok(built) => built,
+        Err(e) => {
+            say(&BuilderMessage::Reply(failed("sandbox setup", &e)));
+            return 1;
+        }
+    };
+    // Pid 1's first line: built (`Prepared`), or why not. Read a byte at a time: what follows
+    // is `collect`'s.
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    while !line.ends_with(b"\n") {
+        match nix::unistd::read(&built.report, &mut byte) {
+            Ok(1) => line.push(byte[0]),
+            Err(Errno::EINTR) => {}
+            _ => break,
+        }
+    }
+    if !matches!(
+        serde_json::from_slice::<InitMessage>(&line),
+        Ok(InitMessage::Prepared)
+    ) {
+        let message = format!(
+            "the mirror built ahead is not ready: {}",
+            String::from_utf8_lossy(&line).trim()
+        );
+        say(&BuilderMessage::Reply(HelperReply::Failed {
+            stage: "sandbox setup".into(),
+            message,
+        }));
+        return 1;
+    }
+    let paths = built
+        .overlays
+        .iter()
+        .map(|(_, o)| o.target.clone())
+        .chain(built.masks.iter().map(|m| m.path.clone()))
+        .chain(request.mirror.iter().map(|m| m.keep.clone()));
+    let ids = path_ids(paths);
+    if path_ids(roots) != before {
+        say(&BuilderMessage::Reply(HelperReply::Failed {
+            stage: "sandbox setup".into(),
+            message: "the mirror's trees changed while it was built ahead".into(),
+        }));
+        return 1;
+    }
+    if !say(&BuilderMessage::Ready {
+        masks: built.masks.clone(),
+        ids,
+    }) {
+        return 1;
+    }
+    // The command, or the helper's hang-up (the mirror was stale, or nobody ran it).
+    let Some((fds, go)) = crate::init::recv_go(&link) else {
+        return 0;
+    };
+    built.start = Instant::now();
+    built.started = go.started;
+    // The upper dirs' baseline before the command can write there.
+    built.upper_guard = built
+        .upper
+        .as_ref()
+        .map(|(dirs, limit)| UpperGuard::new(dirs.iter(), *limit));
+    let Some(awaiting) = built.awaiting.take() else {
+        return 1;
+    };
+    let raw: Vec<std::os::fd::RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let handed = crate::init::send_go(&awaiting, &raw, &go);
+    // Only pid 1 (and then the command) holds the output pipes' write ends.
+    drop((fds, awaiting));
+    built.run_start = Instant::now();
+    let mut held = Held::default();
+    let reply = match handed {
+        Ok(()) => finish(conclude(built, &mut held).map(|raw| RawRun {
+            built_ahead: true,
+            ..raw
+        })),
+        Err(e) => failed("sandbox setup", &e),
+    };
+    say(&BuilderMessage::Reply(reply));
+    // Our exit tears down the mirror (`Held`), after the answer.
+    drop(held);
+    0
+}
+
+impl Whole {
+    /// The builder's next line.
+    fn next(&mut self) -> Option<BuilderMessage> {
+        let mut line = String::new();
+        match self.lines.read_line(&mut line) {
+            Ok(n) if n > 0 => serde_json::from_str(&line).ok(),
+            _ => None,
+        }
+    }
+
+    /// Whether `req` is the request the mirror was built for but for what only the command
+    /// has (its text, working directory and environment — with git's bookkeeping, which only
+    /// adds to it) and what only the library's verdict reads (tracked and protected changes).
+    fn same_run(&self, req: &HelperRequest) -> bool {
+        let (Some(made), Some(now)) = (&self.request.mirror, &req.mirror) else {
+            return false;
+        };
+        let mut cfg = self.request.config.clone();
+        cfg.env.clone_from(&req.config.env);
+        cfg.git_bookkeeping = req.config.git_bookkeeping;
+        cfg.allow_tracked_changes = req.config.allow_tracked_changes;
+        cfg.allow_protected = req.config.allow_protected;
+        cfg.protected.clone_from(&req.config.protected);
+        self.request.run_id == req.run_id
+            && cfg == req.config
+            && made.keep == now.keep
+            && made.upper_bytes == now.upper_bytes
+            && made.extra == now.extra
+    }
+
+    /// Serve `req` with the mirror built ahead, re-checked first: the request is the one it
+    /// was built for ([`Whole::same_run`]); the host's mount table has not changed since
+    /// before the builder copied it; the secret walk, redone now on the host (on a thread,
+    /// while the rest is checked), gives exactly the masks it mounted, placeholders included;
+    /// every path it was built on (each overlay's target, each mask, the kept dir, every
+    /// directory above them) is still the same file (device, inode, type, mode, owner, group)
+    /// — an overlay keeps what it looked up, and a mount on the host tree follows its
+    /// directory when renamed. Then the command, its working directory,
+    /// environment and output pipes go to the builder, whose answer is returned. `Err` with
+    /// the pipes when any check fails: the mirror is torn down, and the caller builds the run
+    /// as without it.
+    fn serve(
+        mut self,
+        req: &HelperRequest,
+        started: crate::clock::Stamp,
+        passed: Vec<OwnedFd>,
+    ) -> Result<HelperReply, Vec<OwnedFd>> {
+        if !self.same_run(req) {
+            self.tear_down();
+            return Err(passed);
+        }
+        // The walk on its thread while this one checks the mount table and the identities.
+        let walk = SecretWalk::start(&req.config);
+        let mut table = [PollFd::new(
+            self.mountinfo.as_fd(),
+            PollFlags::POLLPRI | PollFlags::POLLERR,
+        )];
+        let mounts_changed = poll(&mut table, PollTimeout::ZERO).is_err()
+            || table[0].revents().is_none_or(|r| {
+                r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR | PollFlags::POLLNVAL)
+            });
+        let same_paths = path_ids(self.ids.iter().map(|(p, _)| p.clone())) == self.ids;
+        let masks = walk
+            .finish()
+            .ok()
+            .and_then(|found| masks_for(&req.config, found).ok());
+        let fresh = !mounts_changed && same_paths && masks.is_some_and(|now| now == self.masks);
+        if !fresh {
+            self.tear_down();
+            return Err(passed);
+        }
+        let (out, err) = match output_fds(passed) {
+            Ok(pipes) => pipes,
+            Err(e) => {
+                self.tear_down();
+                return Ok(failed("sandbox setup", &e));
+            }
+        };
+        let go = crate::protocol::Go {
+            command: req.command.clone(),
+            cwd: req
+                .mirror
+                .as_ref()
+                .map_or(&req.config.workspace, |m| &m.cwd)
+                .clone(),
+            env: req.config.command_env(),
+            started,
+        };
+        let sent = crate::init::send_go(&self.link, &[out.as_raw_fd(), err.as_raw_fd()], &go);
+        drop((out, err));
+        let reply = match (sent, self.next()) {
+            (Ok(()), Some(BuilderMessage::Reply(reply))) => reply,
+            _ => failed(
+                "sandbox setup",
+                &HelperError::InitLost("the builder of the mirror ended without an answer".into()),
+            ),
+        };
+        Ok(reply)
+    }
+
+    /// Kill the builder (its pid 1 and the mirror go with it) and remove the workspace
+    /// overlay's `upper` and `work` it made, so the run makes its own.
+    fn tear_down(self) {
+        let _ = nix::sys::signal::kill(self.builder, nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::wait::waitpid(self.builder, None);
+        for dir in ["upper", "work"] {
+            let _ = crate::mirror::remove_tree(&self.keep.join(dir));
+        }
+    }
+
+    /// Reap the builder once it answered (its exit tears the mirror down).
+    fn reap(builder: nix::unistd::Pid) {
+        let _ = nix::sys::wait::waitpid(builder, None);
+    }
 }
 
 fn kill_init(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>) {
@@ -1009,7 +1550,7 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
                                     c.exit = exit;
                                     c.signal = signal;
                                 }
-                                Err(_) => {}
+                                Ok(InitMessage::Prepared) | Err(_) => {}
                             }
                         }
                     } else {

@@ -21,15 +21,11 @@ use std::path::{Path, PathBuf};
 pub struct InitArgs<'a> {
     /// The mount plan.
     pub plan: &'a MountPlan,
-    /// Command for `bash -c`.
-    pub command: &'a str,
-    /// Working directory inside the mirror (the workspace, or a mirrored run's caller's cwd).
-    pub cwd: &'a Path,
+    /// The command and what comes with it: given now, or awaited once the mirror is built.
+    pub job: JobSource,
     /// Run `bash -O expand_aliases -c` (a mirrored run: Claude Code evaluates commands with
     /// alias expansion on, so `alias ls='rm x'⏎ls` must do here what it does for real).
     pub aliases: bool,
-    /// Environment of the command.
-    pub env: &'a [(String, String)],
     /// Optional uid/gid switch.
     pub run_as: Option<RunAs>,
     /// Whether network is allowed.
@@ -38,9 +34,6 @@ pub struct InitArgs<'a> {
     pub proxy: Option<OwnedFd>,
     /// Writable trees for Landlock.
     pub writable: Vec<PathBuf>,
-    /// The run's start (precise clock): the command starts once the coarse clock is past it,
-    /// so every host change it could have seen is stamped after the start.
-    pub not_before: crate::clock::Stamp,
     /// The detached copy of the host's mount tree the mirror's root is made of
     /// ([`crate::syscall::clone_tree`]).
     pub host_root: OwnedFd,
@@ -53,10 +46,33 @@ pub struct InitArgs<'a> {
     pub hand_off: Option<OwnedFd>,
     /// Write end of the report pipe (InitMessage lines).
     pub report: OwnedFd,
+}
+
+/// The command of a run and what comes with it.
+pub struct Job {
+    /// Command for `bash -c`.
+    pub command: String,
+    /// Working directory inside the mirror (the workspace, or a mirrored run's caller's cwd).
+    pub cwd: PathBuf,
+    /// Environment of the command.
+    pub env: Vec<(String, String)>,
+    /// The run's start (precise clock): the command starts once the coarse clock is past it,
+    /// so every host change it could have seen is stamped after the start.
+    pub not_before: crate::clock::Stamp,
     /// Write ends for the command's stdout and stderr.
     pub stdout: OwnedFd,
     /// See `stdout`.
     pub stderr: OwnedFd,
+}
+
+/// Where pid 1's [`Job`] comes from.
+pub enum JobSource {
+    /// Known when pid 1 is forked (a run built at `Run`).
+    Given(Job),
+    /// A mirror built ahead (`helper::Whole`): once the mirror is built pid 1 reports
+    /// [`InitMessage::Prepared`] and waits on this socket for the output pipes and a
+    /// [`crate::protocol::Go`] line ([`recv_go`]); its hang-up ends pid 1 before any command.
+    Awaited(OwnedFd),
 }
 
 struct Reporter(std::fs::File);
@@ -110,6 +126,28 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
             let _ = send_fds(&hand_off, &fds);
         }
     }
+    // A mirror built ahead: it is ready; the command comes when the run does (or never: the
+    // helper found the mirror stale, or nobody ran it, and its hang-up ends us here).
+    let job = match args.job {
+        JobSource::Given(job) => job,
+        JobSource::Awaited(sock) => {
+            report.send(&InitMessage::Prepared);
+            match recv_go(&sock) {
+                Some((fds, go)) => match <[OwnedFd; 2]>::try_from(fds) {
+                    Ok([stdout, stderr]) => Job {
+                        command: go.command,
+                        cwd: go.cwd,
+                        env: go.env,
+                        not_before: go.started,
+                        stdout,
+                        stderr,
+                    },
+                    Err(_) => return 1,
+                },
+                None => return 1,
+            }
+        }
+    };
     // Network by domain: the proxy's listener, made here in the mirror's own network namespace
     // (before the command exists) and sent to the caller; our copy is closed right after.
     let mut proxy_port = None;
@@ -130,8 +168,8 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         }
     }
     let env = match proxy_port {
-        Some(port) => crate::net::with_proxy_env(args.env, port),
-        None => args.env.to_vec(),
+        Some(port) => crate::net::with_proxy_env(&job.env, port),
+        None => job.env.clone(),
     };
     // SIGCHLD arrives through a signalfd so one poll waits for children and notifications.
     let mut mask = nix::sys::signal::SigSet::empty();
@@ -159,18 +197,18 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         });
         return 1;
     };
-    crate::clock::wait_past(args.not_before);
+    crate::clock::wait_past(job.not_before);
     let child = Command {
-        command: args.command,
-        cwd: args.cwd,
+        command: &job.command,
+        cwd: &job.cwd,
         aliases: args.aliases,
         env: &env,
         run_as: args.run_as,
         network: args.network,
         proxy_port,
         writable: &args.writable,
-        stdout: &args.stdout,
-        stderr: &args.stderr,
+        stdout: &job.stdout,
+        stderr: &job.stderr,
         handoff: &theirs,
     };
     // SAFETY: this process is single-threaded (forked from the single-threaded helper), so the
@@ -189,7 +227,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
             return 1;
         }
     };
-    drop((args.stdout, args.stderr, theirs));
+    drop((job.stdout, job.stderr, theirs));
     // None: the child failed before installing the filter (it said why on stderr), or the fd
     // never arrived, in which case the kernel fails every notified syscall (fail closed).
     let listener = recv_fd(&ours);
@@ -377,6 +415,30 @@ pub(crate) fn recv_fds(sock: &OwnedFd) -> Option<Vec<OwnedFd>> {
         }
     }
     (msg.bytes == 1 && !truncated).then_some(received)
+}
+
+/// Send a [`crate::protocol::Go`]: the output pipes `fds` (one [`send_fds`] message), then its
+/// JSON line on the same stream.
+pub(crate) fn send_go(
+    sock: &OwnedFd,
+    fds: &[RawFd],
+    go: &crate::protocol::Go,
+) -> std::io::Result<()> {
+    send_fds(sock, fds)?;
+    let mut line = serde_json::to_vec(go).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    (&std::fs::File::from(sock.try_clone()?)).write_all(&line)
+}
+
+/// Receive what [`send_go`] sent; `None` on EOF (the sender is gone), an error or a bad line.
+pub(crate) fn recv_go(sock: &OwnedFd) -> Option<(Vec<OwnedFd>, crate::protocol::Go)> {
+    use std::io::BufRead;
+    let fds = recv_fds(sock)?;
+    let mut line = Vec::new();
+    std::io::BufReader::new(std::fs::File::from(sock.try_clone().ok()?))
+        .read_until(b'\n', &mut line)
+        .ok()?;
+    Some((fds, serde_json::from_slice(&line).ok()?))
 }
 
 /// Receive one fd sent with [`send_fd`]; None on EOF (the sender died first) or error.

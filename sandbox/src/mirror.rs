@@ -108,6 +108,9 @@ pub struct Finished {
     pub killed: bool,
     /// The workspace's upper dir, waiting for commit, discard or keep.
     pub kept: KeptUpper,
+    /// The run's mirror was built ahead of it, by the warm helper (checked at the run to be
+    /// the one a mirror built then would be), not when it started.
+    pub built_ahead: bool,
 }
 
 impl Finished {
@@ -388,6 +391,10 @@ fn keep_extra(stores: &[(PathBuf, Store)], run_id: &str) -> Result<Vec<KeptTree>
 #[derive(Default)]
 pub struct Warm {
     slot: Mutex<Option<Prepared>>,
+    /// A fill under way: [`Warm::take`] waits for it (at most [`Warm::FILL_WAIT`]) rather
+    /// than starting a helper of its own, which would have the whole preparation still ahead.
+    filling: Mutex<bool>,
+    filled: std::sync::Condvar,
 }
 
 impl Warm {
@@ -402,13 +409,35 @@ impl Warm {
         if self.slot.lock().map_or(true, |s| s.is_some()) {
             return Ok(());
         }
+        match self.filling.lock() {
+            Ok(mut filling) if !*filling => *filling = true,
+            _ => return Ok(()),
+        }
+        let filled = self.fill_now(config);
+        if let Ok(mut filling) = self.filling.lock() {
+            *filling = false;
+        }
+        self.filled.notify_all();
+        filled
+    }
+
+    /// How long [`Warm::take`] waits for a fill under way.
+    const FILL_WAIT: Duration = Duration::from_millis(500);
+
+    fn fill_now(&self, config: &RunConfig) -> Result<(), SandboxError> {
         // The overlay of the project this config is for, made ahead: the next run is likely
         // in the same one (used only if it is, `helper::PreparedOverlay::still_for`).
         let overlay = config.workspace.canonicalize().ok().and_then(|ws| {
             let store = store::for_workspace(&ws, &config.state_dir).ok()?;
             Some((ws, store.runs()))
         });
-        let prepared = crate::run::prepare_ahead(config, overlay)?;
+        // And the whole mirror of a run with this config (`helper::Whole`), but for runs with
+        // a proxy or kept `write=` trees (their hand-off and kept dirs are made per run).
+        let whole = run_config(config, &[])
+            .ok()
+            .filter(|(c, _, extra)| extra.is_empty() && !c.proxy)
+            .map(|(c, _, _)| c);
+        let prepared = crate::run::prepare_ahead(config, overlay, whole)?;
         if let Ok(mut slot) = self.slot.lock() {
             if slot.is_none() {
                 *slot = Some(prepared);
@@ -419,12 +448,58 @@ impl Warm {
 
     /// The ready helper, if it was started for `config`'s helper and state dir and still lives.
     fn take(&self, config: &RunConfig) -> Option<Prepared> {
+        let deadline = std::time::Instant::now() + Self::FILL_WAIT;
+        let mut filling = self.filling.lock().ok()?;
+        while *filling {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            filling = self.filled.wait_timeout(filling, left).ok()?.0;
+        }
+        drop(filling);
         let mut prepared = self.slot.lock().ok()?.take()?;
         (prepared.helper == config.helper
             && prepared.state_dir() == config.state_dir
             && prepared.alive())
         .then_some(prepared)
     }
+}
+
+/// Each kept `write=` tree with its store ([`extra_stores`]).
+type KeptStores = Vec<(PathBuf, Store)>;
+
+/// A mirrored run's config as its request carries it: the workspace and home canonical, the
+/// environment `env` filtered ([`filter_env`]), the stores masked, the kept `write=` trees
+/// (each with its store) writable as the canonical paths they mount.
+fn run_config(
+    config: &RunConfig,
+    env: &[(String, String)],
+) -> Result<(RunConfig, Store, KeptStores), SandboxError> {
+    let mut config = config.clone();
+    config.workspace = config.workspace.canonicalize().map_err(|e| {
+        SandboxError::Config(format!("workspace {}: {e}", config.workspace.display()))
+    })?;
+    if let Some(home) = &config.home {
+        config.home = home.canonicalize().ok();
+    }
+    config.env = filter_env(env);
+    let store = store::for_workspace(&config.workspace, &config.state_dir)
+        .map_err(|e| SandboxError::Config(e.to_string()))?;
+    let extra_stores = extra_stores(&config);
+    // Other runs' upper dirs and the journal's pre-images are never readable from inside.
+    for root in std::iter::once(&store.root).chain(extra_stores.iter().map(|(_, s)| &s.root)) {
+        if !config.masks.contains(root) {
+            config.masks.push(root.clone());
+        }
+    }
+    // The verdict and the helper see each kept tree as the canonical path it mounts.
+    for (target, _) in &extra_stores {
+        if !config.extra_writable.contains(target) {
+            config.extra_writable.push(target.clone());
+        }
+    }
+    Ok((config, store, extra_stores))
 }
 
 /// Start `cmd` in a mirror of `config.workspace` (the helper is running it when this returns).
@@ -441,35 +516,13 @@ pub fn start_with(
     config: &RunConfig,
     cmd: &MirrorCommand,
 ) -> Result<MirrorRun, SandboxError> {
-    let mut config = config.clone();
-    config.workspace = config.workspace.canonicalize().map_err(|e| {
-        SandboxError::Config(format!("workspace {}: {e}", config.workspace.display()))
-    })?;
-    if let Some(home) = &config.home {
-        config.home = home.canonicalize().ok();
-    }
     if !cmd.cwd.is_absolute() {
         return Err(SandboxError::Config(format!(
             "cwd {} is not absolute",
             cmd.cwd.display()
         )));
     }
-    config.env = filter_env(&cmd.env);
-    let store = store::for_workspace(&config.workspace, &config.state_dir)
-        .map_err(|e| SandboxError::Config(e.to_string()))?;
-    let extra_stores = extra_stores(&config);
-    // Other runs' upper dirs and the journal's pre-images are never readable from inside.
-    for root in std::iter::once(&store.root).chain(extra_stores.iter().map(|(_, s)| &s.root)) {
-        if !config.masks.contains(root) {
-            config.masks.push(root.clone());
-        }
-    }
-    // The verdict and the helper see each kept tree as the canonical path it mounts.
-    for (target, _) in &extra_stores {
-        if !config.extra_writable.contains(target) {
-            config.extra_writable.push(target.clone());
-        }
-    }
+    let (config, store, extra_stores) = run_config(config, &cmd.env)?;
     if config.proxy && config.network {
         return Err(SandboxError::Config(
             "a proxy run keeps its own network namespace: not with `network`".into(),
@@ -662,8 +715,13 @@ impl MirrorRun {
                 return Err(SandboxError::Helper("kept run metadata".into(), e));
             }
         }
-        let killed = raw.killed;
+        let (killed, built_ahead) = (raw.killed, raw.built_ahead);
         let run = judge(&self.config, raw, true);
-        Ok(Finished { run, killed, kept })
+        Ok(Finished {
+            run,
+            killed,
+            kept,
+            built_ahead,
+        })
     }
 }

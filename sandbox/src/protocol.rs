@@ -24,6 +24,13 @@ pub enum ParentMessage {
         /// the workspace is the directory it was made on (`helper::PreparedOverlay`).
         #[serde(default)]
         overlay: Option<OverlayAhead>,
+        /// The run expected next (the previous run's request for the same project, its command
+        /// empty): the helper builds its whole mirror ahead — pid 1 forked, the mirror built,
+        /// waiting for the command (`helper::Whole`) — used only by a `Run` whose request is
+        /// this one but for the command, its working directory and environment, after the
+        /// re-checks of `helper::Whole::serves`; otherwise torn down and the run built at `Run`.
+        #[serde(default)]
+        whole: Option<Box<HelperRequest>>,
     },
     /// Run a command (preparing first if `Prepare` was not sent).
     Run(Box<HelperRequest>),
@@ -134,11 +141,32 @@ pub struct RawRun {
     /// (`clock`): a host path whose ctime is not before it changed while the run could see it.
     #[serde(default)]
     pub started: [i64; 2],
+    /// The run ran in a mirror built ahead of it (`helper::Whole`), not one built at `Run`.
+    #[serde(default)]
+    pub built_ahead: bool,
+}
+
+/// What a mirror built ahead waits for (`helper::Whole`): the command and what comes with it,
+/// handed from the helper to the builder and from the builder to pid 1 (one line after the
+/// output pipes, which travel by SCM_RIGHTS).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Go {
+    /// The command, for `bash -c`.
+    pub command: String,
+    /// The command's working directory (inside the mirror).
+    pub cwd: PathBuf,
+    /// The command's environment (`RunConfig::command_env` of the `Run`).
+    pub env: Vec<(String, String)>,
+    /// The run's start (`RawRun::started`): pid 1 starts the command once the coarse clock has
+    /// passed it.
+    pub started: [i64; 2],
 }
 
 /// Run's pid 1 → helper, streamed as they happen (so a timeout still keeps what was seen).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum InitMessage {
+    /// The mirror is built and pid 1 waits for its command ([`Go`]; a mirror built ahead).
+    Prepared,
     /// Building the mirror failed: nothing of the command ran.
     SetupFailed {
         /// The failed step and its cause.

@@ -6,7 +6,9 @@
 use crate::cgroup::{remove_dirs, RunCgroup};
 use crate::config::{HelperCommand, RunConfig};
 use crate::model::TestRun;
-use crate::protocol::{HelperReply, HelperRequest, OverlayAhead, ParentMessage, RawRun};
+use crate::protocol::{
+    HelperReply, HelperRequest, MirrorSpec, OverlayAhead, ParentMessage, RawRun,
+};
 use crate::tracked::{self, Tracked};
 use crate::verdict::{self, Outcome};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -94,15 +96,18 @@ pub struct Prepared {
 /// `config.helper` and `config.state_dir` are used here. The helper's fd 3 is one end of a Unix
 /// socket pair ([`Prepared::send_fds`]).
 pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
-    prepare_ahead(config, None)
+    prepare_ahead(config, None, None)
 }
 
 /// [`prepare`], and when `overlay` names a workspace (canonical) and the runs dir of its store,
 /// the helper also makes that workspace's overlay ahead in `<runs>/<run id>` (made here, empty:
-/// a mirrored run's kept dir), for a next run in the same project (`helper::PreparedOverlay`).
+/// a mirrored run's kept dir), for a next run in the same project (`helper::PreparedOverlay`);
+/// with `whole` too (that project's run config as a mirrored run's request has it,
+/// `mirror::Warm::fill`), the whole mirror of a run with that config (`helper::Whole`).
 pub(crate) fn prepare_ahead(
     config: &RunConfig,
     overlay: Option<(PathBuf, PathBuf)>,
+    whole: Option<RunConfig>,
 ) -> Result<Prepared, SandboxError> {
     let helper = &config.helper;
     let name = helper.program.display().to_string();
@@ -163,10 +168,29 @@ pub(crate) fn prepare_ahead(
         prepared.kept_ahead = Some(keep.clone());
         Some(OverlayAhead { workspace, keep })
     });
+    // The request of a run with that config, as `mirror::start_with` will send it but for the
+    // command, its working directory and environment.
+    let whole = match (&overlay, whole) {
+        (Some(ahead), Some(config)) if config.workspace == ahead.workspace => {
+            Some(Box::new(HelperRequest {
+                run_id: prepared.run_id.clone(),
+                command: String::new(),
+                mirror: Some(MirrorSpec {
+                    keep: ahead.keep.clone(),
+                    cwd: ahead.workspace.clone(),
+                    upper_bytes: config.limits.upper_bytes,
+                    extra: Vec::new(),
+                }),
+                config,
+            }))
+        }
+        _ => None,
+    };
     prepared.send(&ParentMessage::Prepare {
         run_id: prepared.run_id.clone(),
         state_dir: prepared.state_dir.clone(),
         overlay,
+        whole,
     })?;
     match prepared.receive()? {
         HelperReply::Ready => Ok(prepared),

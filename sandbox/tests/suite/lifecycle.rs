@@ -124,6 +124,7 @@ fn a_prepared_helper_whose_parent_died_removes_its_own_cgroups() {
         run_id: "orphan-1".into(),
         state_dir: env.state.clone(),
         overlay: None,
+        whole: None,
     };
     let mut line = serde_json::to_vec(&prepare).expect("json");
     line.push(b'\n');

@@ -485,6 +485,7 @@ fn a_warm_helpers_namespaces_and_dev_are_the_runs_own_and_empty() {
                  cut -d: -f1 /proc/net/dev | tail -n +3 | tr -d ' '";
     // All three prepared before any runs: their namespaces exist at once, so two distinct ones
     // cannot have the same inode number (a freed namespace's number may be reused).
+    let table = mount_table();
     let configs: Vec<(bool, RunConfig, mirror::Warm)> = [false, false, true]
         .into_iter()
         .map(|network| {
@@ -499,6 +500,9 @@ fn a_warm_helpers_namespaces_and_dev_are_the_runs_own_and_empty() {
     for (network, config, warm) in &configs {
         let (network, config) = (*network, config.clone());
         let (stdout, fin) = warm_run(warm, &config, &command(&env, probe));
+        // Built whole ahead (`helper::Whole`): the namespaces were entered then (unless the
+        // host's mount table changed meanwhile).
+        assert!(fin.built_ahead || mounts_changed(&table), "{:?}", fin.run);
         let lines: Vec<&str> = stdout.lines().collect();
         assert!(lines.len() >= 8, "{stdout} {:?}", fin.run);
         let (spaces, rest) = lines.split_at(3);
@@ -547,6 +551,40 @@ fn warm_run(warm: &mirror::Warm, config: &RunConfig, cmd: &MirrorCommand) -> (St
         .read_to_string(&mut stdout)
         .expect("read stdout");
     (stdout, run.wait().expect("wait"))
+}
+
+/// The host's mount table, to tell whether it changed ([`mounts_changed`]).
+fn mount_table() -> std::fs::File {
+    std::fs::File::open("/proc/self/mountinfo").expect("open mountinfo")
+}
+
+/// Whether anything was mounted or unmounted on the host since `table` was opened (another
+/// test, or another process of the machine): a mirror built ahead is then rightly not used.
+fn mounts_changed(table: &std::fs::File) -> bool {
+    use std::os::fd::AsFd;
+    let mut fds = [nix::poll::PollFd::new(
+        table.as_fd(),
+        nix::poll::PollFlags::POLLPRI,
+    )];
+    nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).expect("poll mountinfo");
+    fds[0]
+        .revents()
+        .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLPRI))
+}
+
+/// [`warm_run`] with a helper filled for `config`, again while the host's mount table changed
+/// during the attempt and the mirror built ahead was (rightly) not used.
+fn ahead_run(config: &RunConfig, cmd: &MirrorCommand) -> (String, Finished) {
+    loop {
+        let table = mount_table();
+        let warm = mirror::Warm::new();
+        warm.fill(config).expect("prepare a helper");
+        let (stdout, fin) = warm_run(&warm, config, cmd);
+        if fin.built_ahead || !mounts_changed(&table) {
+            return (stdout, fin);
+        }
+        fin.kept.discard().expect("discard");
+    }
 }
 
 #[test]
@@ -635,4 +673,136 @@ fn an_unused_warm_helper_leaves_no_kept_dir() {
     assert!(made[0].join("upper").is_dir() && made[0].join("work").is_dir());
     drop(warm);
     assert_eq!(listed(), before);
+}
+
+/// A warm helper filled for a project builds the next run's whole mirror ahead
+/// (`helper::Whole`: pid 1 forked, mounts, masks, pivot and mask watch done, waiting): a run
+/// with that config gets it — its command, working directory, environment and output come with
+/// the run, its masks hold and an open through one is reported, its writes land in the run's
+/// upper dir.
+#[test]
+fn a_mirror_built_ahead_runs_the_command_given_at_the_run() {
+    let env = Env::new();
+    env.write("sub/file.txt", "content\n");
+    std::fs::create_dir(env.home.join(".ssh")).expect("mkdir .ssh");
+    std::fs::write(env.home.join(".ssh/id_rsa"), "PRIVATE-KEY\n").expect("write key");
+    let config = env.config();
+    let mut cmd = command(
+        &env,
+        "pwd; cat file.txt; echo \"$MARK\"; cat ~/.ssh/id_rsa; echo made > ../made.txt",
+    );
+    cmd.cwd = env.ws.join("sub");
+    cmd.env.push(("MARK".into(), "given-at-the-run".into()));
+    let (stdout, fin) = ahead_run(&config, &cmd);
+    assert!(
+        fin.built_ahead,
+        "the mirror was built at the run: {:?}",
+        fin.run
+    );
+    assert_eq!(
+        stdout,
+        format!(
+            "{}\ncontent\ngiven-at-the-run\n",
+            env.ws.join("sub").canonicalize().unwrap().display()
+        ),
+        "{:?}",
+        fin.run
+    );
+    assert!(
+        fin.run.effects.iter().any(|e| matches!(e,
+            Effect::MaskedOpen { path } if path.ends_with(".ssh/id_rsa"))),
+        "{:?}",
+        fin.run.effects
+    );
+    assert!(fin.kept.upper().join("made.txt").is_file());
+    fin.kept.discard().expect("discard");
+}
+
+/// A mirror built ahead serves a run only while it is the mirror a run built then would be:
+/// after each change a script or the operator could make between the preparation and the run
+/// — a secret created, a volume mounted, a directory on the way to a mask renamed and
+/// replaced (an overlay keeps what it looked up: the old directory's mask would follow it and
+/// the new one's secret be open), another config (the network granted) — the run gets a mirror
+/// built when it starts, and sees what the host holds then.
+#[test]
+fn a_mirror_built_ahead_is_rebuilt_after_any_change_since() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    std::fs::create_dir(env.home.join("keys")).expect("mkdir keys");
+    std::fs::write(env.home.join("keys/token"), "OLD-SECRET\n").expect("write token");
+    let mut config = env.config();
+    config.secret_paths = vec!["~/keys/token".into()];
+    let keys = env.home.join("keys");
+    let run = |config: &RunConfig, change: &dyn Fn(), cmd: &str| -> (String, Finished) {
+        let warm = mirror::Warm::new();
+        warm.fill(config).expect("prepare a helper");
+        change();
+        warm_run(&warm, config, &command(&env, cmd))
+    };
+    // Nothing changed: served ahead, the token masked.
+    let cmd = command(&env, &format!("cat {}/token; echo end", keys.display()));
+    let (out, fin) = ahead_run(&config, &cmd);
+    assert!(fin.built_ahead, "{:?}", fin.run);
+    assert_eq!(out, "end\n", "{:?}", fin.run);
+    fin.kept.discard().expect("discard");
+
+    // A secret file created in the workspace after the preparation.
+    let (out, fin) = run(
+        &config,
+        &|| env.write(".env", "TOKEN=made-after\n"),
+        "cat .env; echo end",
+    );
+    assert_eq!(out, "end\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead);
+    fin.kept.discard().expect("discard");
+
+    // A volume mounted on the host after the preparation: the run sees it.
+    let vol = env._dir.path().join("vol");
+    std::fs::create_dir(&vol).expect("mkdir vol");
+    let mounted = || {
+        nix::mount::mount(
+            Some("tmpfs"),
+            &vol,
+            Some("tmpfs"),
+            nix::mount::MsFlags::empty(),
+            Some("size=64k"),
+        )
+        .expect("mount the volume");
+        std::fs::write(vol.join("data"), "volume-data\n").expect("write on the volume");
+    };
+    let (out, fin) = run(&config, &mounted, &format!("cat {}/data", vol.display()));
+    nix::mount::umount(&vol).expect("unmount the volume");
+    assert_eq!(out, "volume-data\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead);
+    fin.kept.discard().expect("discard");
+
+    // The directory above a mask renamed away and replaced, a new secret at the masked path
+    // (the masks are the same list, placeholders included): the new token stays masked.
+    let swapped = || {
+        std::fs::rename(&keys, env.home.join("keys-old")).expect("rename keys");
+        std::fs::create_dir(&keys).expect("mkdir keys");
+        std::fs::write(keys.join("token"), "NEW-SECRET\n").expect("write token");
+    };
+    let probe = format!(
+        "cat {home}/keys-old/token >/dev/null; cat {home}/keys/token; echo end",
+        home = env.home.display()
+    );
+    let (out, fin) = run(&config, &swapped, &probe);
+    assert_eq!(out, "end\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead);
+    fin.kept.discard().expect("discard");
+
+    // Another config at the run than the one it was built for: the network granted.
+    let host_net = std::fs::read_link("/proc/self/ns/net").expect("own network namespace");
+    let mut network = config.clone();
+    network.network = true;
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    let (out, fin) = warm_run(
+        &warm,
+        &network,
+        &command(&env, "readlink /proc/self/ns/net"),
+    );
+    assert_eq!(out.trim(), host_net.to_string_lossy(), "{:?}", fin.run);
+    assert!(!fin.built_ahead);
+    fin.kept.discard().expect("discard");
 }
