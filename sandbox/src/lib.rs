@@ -34,6 +34,7 @@ pub mod net;
 pub mod peer;
 pub mod privilege;
 pub mod protocol;
+mod reaper;
 mod run;
 pub mod secrets;
 pub mod setup;

@@ -11,7 +11,7 @@ use crate::protocol::{
 };
 use crate::tracked::{self, Tracked};
 use crate::verdict::{self, Outcome};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -78,7 +78,8 @@ pub struct Prepared {
     child: Child,
     pub(crate) stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
-    stderr: Option<std::thread::JoinHandle<String>>,
+    /// The helper's stderr, read by the reaper thread (`reaper.rs`).
+    stderr: crate::reaper::Stderr,
     pub(crate) run_id: String,
     state_dir: PathBuf,
     /// The program that was started (a warm helper serves only configs naming it).
@@ -139,14 +140,11 @@ pub(crate) fn prepare_ahead(
     // Only the helper holds the other end: its exit is our EOF.
     drop(theirs);
     let mut child = spawned.map_err(io_err)?;
-    let mut stderr = child.stderr.take();
-    let stderr = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(e) = stderr.as_mut() {
-            let _ = e.take(64 << 10).read_to_string(&mut s);
-        }
-        s
-    });
+    let stderr = child
+        .stderr
+        .take()
+        .map(crate::reaper::read_stderr)
+        .unwrap_or_default();
     let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
         return Err(io_err(std::io::Error::other("helper pipes missing")));
     };
@@ -154,7 +152,7 @@ pub(crate) fn prepare_ahead(
         child,
         stdin: Some(stdin),
         stdout: BufReader::new(stdout),
-        stderr: Some(stderr),
+        stderr,
         run_id: run_id(),
         state_dir: config.state_dir.clone(),
         helper: helper.clone(),
@@ -247,11 +245,7 @@ impl Prepared {
             // No (valid) answer: the helper died. Collect its status and stderr for the error.
             drop(self.stdin.take());
             let status = self.child.wait();
-            let stderr = self
-                .stderr
-                .take()
-                .and_then(|h| h.join().ok())
-                .unwrap_or_default();
+            let stderr = self.stderr.wait();
             SandboxError::NoAnswer(format!("status {status:?}, stderr: {}", stderr.trim()))
         })
     }
@@ -309,11 +303,9 @@ impl Prepared {
         drop(self.stdin.take());
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let (state_dir, run_id) = (self.state_dir.clone(), self.run_id.clone());
-        std::thread::spawn(move || {
-            // Our child: reaped here (the `Child` is never waited on once `done`).
-            let _ = nix::sys::wait::waitpid(pid, None);
-            cleanup_run(&state_dir, &run_id);
-        });
+        // Our child: reaped by the process's reaper thread once it exited (the `Child` is never
+        // waited on once `done`), no thread started here.
+        crate::reaper::reap(pid, Box::new(move || cleanup_run(&state_dir, &run_id)));
     }
 
     /// Close stdin, reap the helper, remove its lock file and cgroups (it sat in them).

@@ -271,3 +271,44 @@ fn sweep_finds_cgroups_by_name_when_the_lock_file_is_empty() {
     assert!(cg.dirs.iter().all(|(_, _, d)| !d.exists()));
     assert!(runs_dir_is_empty(&env));
 }
+
+/// A finished mirrored run's helper is reaped and its lock file and cgroups removed off the
+/// caller's path, by the process's one reaper thread (`reaper.rs`): the same for many runs.
+#[test]
+fn finished_mirrored_runs_helpers_are_reaped_and_leave_nothing() {
+    let env = Env::new();
+    for i in 0..3 {
+        let cmd = super::mirror::command(&env, &format!("echo run{i}"));
+        let (out, _, fin) = super::mirror::mirrored(&env, &cmd);
+        assert_eq!(out, format!("run{i}\n"));
+        assert_eq!(fin.run.exit, Some(0));
+        fin.kept.discard().expect("discard");
+    }
+    eventually("every helper reaped, its lock file removed", || {
+        std::fs::read_dir(env.state.join("runs"))
+            .map(|d| {
+                d.flatten()
+                    .all(|e| !e.file_name().to_string_lossy().ends_with(".lock"))
+            })
+            .unwrap_or(true)
+    });
+}
+
+/// A helper that dies without an answer: its stderr (read by the reaper thread) is in the error.
+#[test]
+fn a_helper_that_dies_without_an_answer_is_named_with_its_stderr() {
+    let env = Env::new();
+    let mut config = env.config();
+    config.helper = cmdgate_sandbox::HelperCommand {
+        program: "/bin/sh".into(),
+        args: vec![
+            "-c".into(),
+            "echo 'the helper broke' >&2; read line; exit 3".into(),
+        ],
+    };
+    let err = match cmdgate_sandbox::prepare(&config) {
+        Ok(_) => panic!("a helper that answers nothing was prepared"),
+        Err(e) => e.to_string(),
+    };
+    assert!(err.contains("the helper broke"), "{err}");
+}
