@@ -348,8 +348,20 @@ impl Keeper {
         kept: KeptUpper,
         config: &CommitConfig,
     ) -> Result<CommitReport, CommitError> {
+        self.commit_spent(kept, config)
+            .map(|(report, _spent)| report)
+    }
+
+    /// [`Keeper::commit`], handing back what is left of the kept dirs (`commit::Spent`: dropped,
+    /// it disposes of them) for a caller that disposes of it later; through the helper, the
+    /// helper disposed of it and nothing is left here.
+    pub fn commit_spent(
+        &self,
+        kept: KeptUpper,
+        config: &CommitConfig,
+    ) -> Result<(CommitReport, commit::Spent), CommitError> {
         let Some(helper) = &kept.helper else {
-            return commit::commit(kept, config);
+            return commit::commit_spent(kept, config);
         };
         let op = StoreOp::Commit {
             state_dir: kept.state_dir.clone(),
@@ -364,7 +376,7 @@ impl Keeper {
             Ok(StoreReply::Committed(report)) => {
                 let mut kept = kept;
                 kept.done = true; // the helper removed it
-                Ok(report)
+                Ok((report, commit::Spent::none()))
             }
             Ok(StoreReply::NotCommitted {
                 kind,

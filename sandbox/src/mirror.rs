@@ -220,6 +220,10 @@ impl KeptUpper {
     /// `commit::prune` after that.
     pub fn keep_for(mut self, ttl: Duration) -> std::io::Result<()> {
         self.meta.keep_until = Some(unix_now() + ttl.as_secs());
+        // The overlays' work dirs are not kept (bookkeeping of the gone mounts).
+        for d in self.dirs() {
+            let _ = dispose(&d, &d.join("work"));
+        }
         // The overlays are `volatile` (`setup::overlay_options`): nothing flushed the run's
         // writes. Flush them before recording the run as kept, so a kept run that survives a
         // crash (its `meta.json` does) also has its content; without `meta.json` recovery
@@ -700,11 +704,9 @@ impl MirrorRun {
         };
         kept.meta.started = raw.started;
         kept.meta.killed = raw.killed;
-        // The overlays' work dirs are bookkeeping of the (gone) mounts, never part of a commit:
-        // out of the run's dir now, removed off the run's path (`trash`).
-        for d in kept.dirs() {
-            let _ = dispose(&d, &d.join("work"));
-        }
+        // The overlays' work dirs are bookkeeping of the (gone) mounts, never part of a commit
+        // (which reads only `upper`): they go with the run's dir, whenever that is disposed of
+        // (`commit::Spent`, `discard`), or out of it when the run is kept (`keep_for`).
         // The record a helper process finds the run by (`load_kept`): a non-root caller commits,
         // discards and keeps through one. A root caller holds the run here, and a run without
         // `keep_until` is discarded at the next start with or without a record (`recover`); a

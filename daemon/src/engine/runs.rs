@@ -67,6 +67,9 @@ pub struct Runs {
     warm: Arc<mirror::Warm>,
     /// A commit added to the journal since the last prune (`after_run` prunes).
     prune_due: AtomicBool,
+    /// What is left of committed runs' dirs, disposed of by `after_run` (off the end frame's
+    /// path; `commit::Spent`).
+    spent: std::sync::Mutex<Vec<commit::Spent>>,
 }
 
 /// What a finished run came to: for the end frame, the audit row and the breaker.
@@ -124,6 +127,7 @@ impl Runs {
             network: NetworkConfig::default(),
             warm: Arc::new(mirror::Warm::new()),
             prune_due: AtomicBool::new(false),
+            spent: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -321,6 +325,14 @@ impl Runs {
     /// audit row the client waits for — shares the CPU with this work. A failed prepare only
     /// means the next run prepares its own.
     pub fn after_run(&self, issued: &Issued) {
+        let spent = self
+            .spent
+            .lock()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
+        if !spent.is_empty() {
+            tokio::task::spawn_blocking(move || drop(spent));
+        }
         if self.prune_due.swap(false, Ordering::Relaxed) {
             let (keeper, state_dir, limits) =
                 (self.keeper.clone(), self.state_dir.clone(), self.journal);
@@ -543,7 +555,7 @@ impl Runs {
         let kept = finished.kept;
         let cfg = self.commit.clone();
         let keeper = self.keeper.clone();
-        let committed = off_runtime(move || keeper.commit(kept, &cfg)).await;
+        let committed = off_runtime(move || keeper.commit_spent(kept, &cfg)).await;
         if matches!(committed, Ok(Ok(_))) {
             // The journal is pruned after the end frame is written (`after_run`): it reads every
             // journaled manifest, and on two cores it had shared the CPU with the run's row and
@@ -551,7 +563,13 @@ impl Runs {
             self.prune_due.store(true, Ordering::Relaxed);
         }
         match committed {
-            Ok(Ok(report)) => {
+            Ok(Ok((report, spent))) => {
+                // What is left of the run's dirs goes to the trash after the end frame too
+                // (`after_run`): two renames and the reaper's removal of the trees, which had
+                // run beside the run's row and end frame. A crash first leaves it to `recover`.
+                if let Ok(mut later) = self.spent.lock() {
+                    later.push(spent);
+                }
                 detail["commit"] = serde_json::to_value(&report).unwrap_or_default();
                 detail["undo"] = serde_json::json!(report.run_id);
                 if !scratch.is_empty() {

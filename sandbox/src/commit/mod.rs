@@ -607,6 +607,38 @@ fn plan(
 /// Commit `kept` to its workspace and its kept `write=` trees: everything, or nothing (see the
 /// module docs).
 pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, CommitError> {
+    commit_spent(kept, config).map(|(report, _spent)| report)
+}
+
+/// What is left of a committed run's kept dirs (the upper dirs' whiteouts and directory
+/// skeletons, the overlays' work dirs): nothing refers to it once the commit is done. Dropping
+/// it moves the dirs to their store's trash (`trash::dispose`); a crash before that leaves
+/// them for `recover`, which discards every run dir not kept for an apply. Held by a caller
+/// that has more urgent work after the commit (the daemon: the run's row and end frame).
+#[must_use = "dropping it disposes of the run's dirs"]
+pub struct Spent(Option<KeptUpper>);
+
+impl Spent {
+    /// Nothing left here (the helper of a non-root caller removed it itself).
+    pub fn none() -> Spent {
+        Spent(None)
+    }
+}
+
+impl Drop for Spent {
+    fn drop(&mut self) {
+        if let Some(kept) = self.0.as_mut() {
+            kept.done = true;
+            let _ = kept.remove();
+        }
+    }
+}
+
+/// [`commit`], handing back what is left of the kept dirs instead of disposing of it.
+pub fn commit_spent(
+    kept: KeptUpper,
+    config: &CommitConfig,
+) -> Result<(CommitReport, Spent), CommitError> {
     let t0 = Instant::now();
     if kept.meta.killed {
         return Err(CommitError::Killed(Box::new(kept)));
@@ -675,15 +707,15 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
     let journal_bytes = planned.iter().map(|p| p.journal_bytes).sum();
     if planned.iter().all(|p| p.ops.is_empty()) {
         // Nothing reached the host: no journal, no flush, nothing to undo.
-        let mut kept = kept;
-        kept.done = true;
-        let _ = kept.remove();
-        return Ok(CommitReport {
-            run_id: kept.meta.run_id.clone(),
-            changes: Vec::new(),
-            journal_bytes: 0,
-            duration: t0.elapsed(),
-        });
+        return Ok((
+            CommitReport {
+                run_id: kept.meta.run_id.clone(),
+                changes: Vec::new(),
+                journal_bytes: 0,
+                duration: t0.elapsed(),
+            },
+            Spent(Some(kept)),
+        ));
     }
     // Only the trees with something to do are journaled (the workspace's always is: its
     // journal dir carries the manifest and the markers).
@@ -766,15 +798,15 @@ pub fn commit(kept: KeptUpper, config: &CommitConfig) -> Result<CommitReport, Co
     early.join();
     let changes = manifest.changes();
     // What remains of the upper dirs (whiteouts, merged directories' skeletons) is spent.
-    let mut kept = kept;
-    kept.done = true;
-    let _ = kept.remove();
-    Ok(CommitReport {
-        run_id: manifest.run_id,
-        changes,
-        journal_bytes,
-        duration: t0.elapsed(),
-    })
+    Ok((
+        CommitReport {
+            run_id: manifest.run_id,
+            changes,
+            journal_bytes,
+            duration: t0.elapsed(),
+        },
+        Spent(Some(kept)),
+    ))
 }
 
 /// Start writing the run's new content back while the commit plans and renames: the mirror's

@@ -697,21 +697,24 @@ fn spent_dirs_leave_the_run_at_once_and_what_a_crash_left_in_the_trash_goes_at_s
     let store = cmdgate_sandbox::store::for_workspace(&env.ws.canonicalize().unwrap(), &env.state)
         .expect("store");
     let trash = store.trash();
-    // The overlay's work dir has left the run's dir by the time the run is judged: the run dir
-    // holds only what a commit reads (the upper dir; a root caller needs no record on disk).
+    // The run dir holds what a commit reads (the upper dir; a root caller needs no record on
+    // disk) and the overlay's work dir, which goes with it.
     let fin = run(&env, "echo new > landed");
     let dir = fin.kept.dir();
-    let left: Vec<_> = std::fs::read_dir(&dir)
+    let mut left: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(left, ["upper"], "{}", dir.display());
-    commit_ok(fin);
+    left.sort();
+    assert_eq!(left, ["upper", "work"], "{}", dir.display());
+    // What is left after the commit stays until the caller drops it (the daemon: after the
+    // run's end frame), then leaves runs/ at once.
+    let (report, spent) = commit::commit_spent(fin.kept, &CommitConfig::default()).expect("commit");
+    assert_eq!(report.changes.len(), 1, "{report:?}");
     assert_eq!(read(&env, "landed"), "new\n");
-    assert!(
-        !dir.exists(),
-        "the spent run dir left runs/ with the commit"
-    );
+    assert!(dir.exists(), "held by the caller");
+    drop(spent);
+    assert!(!dir.exists(), "the spent run dir left runs/ when dropped");
     // This process's reaper removes what it moved to the trash.
     cmdgate_sandbox::trash::wait_idle();
     assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
@@ -746,18 +749,36 @@ fn spent_dirs_leave_the_run_at_once_and_what_a_crash_left_in_the_trash_goes_at_s
     // The same record in `runs/` is a kept run (what makes the one in the trash nobody's).
     let fin = run(&env, "echo kept > kept");
     let kept_id = fin.kept.run_id().to_string();
+    let kept_dir = fin.kept.dir();
     fin.kept
         .keep_for(std::time::Duration::from_secs(3600))
         .expect("keep");
+    // A kept run keeps its upper dir, not its overlay's work dir.
+    assert!(kept_dir.join("upper").is_dir() && !kept_dir.join("work").exists());
     assert!(commit::kept_runs(&env.state)
         .iter()
         .any(|k| k.run_id == kept_id));
     assert!(cmdgate_sandbox::mirror::load_kept(&env.state, id).is_err());
     assert!(commit::kept_runs(&env.state).iter().all(|k| k.run_id != id));
+    // A crash after a commit, before the caller dropped what was left of the run's dirs: the
+    // commit stands (journaled, undoable), and the next start discards the run dir.
+    let fin = run(&env, "echo late > late");
+    let (late_id, late_dir) = (fin.kept.run_id().to_string(), fin.kept.dir());
+    let (_, spent) = commit::commit_spent(fin.kept, &CommitConfig::default()).expect("commit");
+    std::mem::forget(spent);
+    assert!(late_dir.exists());
     cmdgate_sandbox::trash::wait_idle();
     let report = commit::recover(&env.state);
     assert_eq!(report.trash, [format!("{id}.4194304.0")], "{report:?}");
-    assert!(report.discarded.is_empty(), "{report:?}");
+    assert_eq!(
+        report.discarded,
+        std::slice::from_ref(&late_id),
+        "{report:?}"
+    );
+    assert!(report.rolled_back.is_empty(), "{report:?}");
+    assert!(!late_dir.exists());
+    assert_eq!(read(&env, "late"), "late\n");
+    assert!(commit::runs(&env.state).iter().any(|j| j.run_id == late_id));
     assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
     assert!(!env.ws.join("sub").exists());
 }
