@@ -23,7 +23,7 @@ use crate::engine::accept::{self, RunAcceptance};
 use crate::engine::breakers::persist_breakers;
 use crate::engine::decide::off_runtime;
 use crate::engine::learning::{apply_learning_events, with_id};
-use crate::engine::runs::Outcome;
+use crate::engine::runs::{Outcome, StartHere, Started};
 use crate::engine::tickets::{ticket_name, Issued, Refusal};
 use crate::engine::{Engine, Peer};
 use crate::store::audit::{self, Entry, IntegrityEvent, Kind, RunEvent};
@@ -123,20 +123,59 @@ type Checked = Result<Redeemed, (Refusal, Option<Box<Issued>>)>;
 /// A redeemed ticket and, read in the same trip, the map's stamps and its cached snapshot
 /// (`None`: changed, or a load in progress — the caller loads it), the breaker (`None`: its
 /// lock was busy — the caller waits for it) and the command's learning record (its operator's
-/// acceptance).
+/// acceptance); and the run, when every check passed in the trip ([`Start::Now`]).
 struct Redeemed {
     issued: Issued,
     stamps: crate::engine::tiermaps::Stamps,
     snapshot: Option<std::sync::Arc<cmdgate_policy::tiermap::Snapshot>>,
     breaker: Option<(bool, Vec<crate::engine::breakers::Changed>)>,
     record: Result<Option<cmdgate_policy::learn::Record>, StoreError>,
+    start: Start,
+}
+
+/// Whether the trip started the run.
+enum Start {
+    /// Every check after the redemption passed on what the trip read — the cached map at the
+    /// decision's revision, the breaker closed with nothing to persist, the learning record
+    /// read, the decision's row durable — so the run was started in the same trip: the
+    /// operator's acceptance it runs under, and when it started (the run row's time).
+    Now {
+        started: Box<Started>,
+        accepted: Vec<cmdgate_policy::learn::accept::Accepting>,
+        at_ms: i64,
+    },
+    /// A check needs the runtime (a map to load, a busy breaker, changes to persist, a sync to
+    /// wait for, a refusal to audit) or no run slot was free: the caller checks, then starts.
+    Later(Vec<(String, String)>),
+}
+
+/// How the redemption's task begins the run.
+enum Begin {
+    /// Started in the checks' trip, at this time (ms).
+    Started(Box<Started>, i64),
+    /// To start, with this environment.
+    Start(Vec<(String, String)>),
+}
+
+/// The revision of a map snapshot (`None`: read-only).
+fn revision_of(snapshot: &cmdgate_policy::tiermap::Snapshot) -> Option<u64> {
+    match snapshot {
+        cmdgate_policy::tiermap::Snapshot::Verified(v) => Some(v.revision),
+        cmdgate_policy::tiermap::Snapshot::ReadOnly { .. } => None,
+    }
 }
 
 impl Engine {
     /// The redemption's blocking part (run it through `off_runtime`): the directory resolved, the
     /// ticket redeemed (used up, whatever follows), and what the checks after it read. Reads
     /// only: every refusal is the caller's, in the order it always had.
-    fn check_ticket(&self, ticket: &str, uid: u32, cwd: PathBuf) -> Checked {
+    fn check_ticket(
+        &self,
+        ticket: &str,
+        uid: u32,
+        cwd: PathBuf,
+        env: Vec<(String, String)>,
+    ) -> Checked {
         let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
         let issued = self.tickets.redeem(ticket, uid, &cwd, Instant::now())?;
         let stamps = self.tiermaps.stamps(&issued.project);
@@ -146,27 +185,58 @@ impl Engine {
         let record = self
             .store
             .read_here(|c| crate::store::state::learn_record(c, &project, key));
+        // The checks `redeem` makes after this trip, on what it read: when none would refuse
+        // or wait, the run starts here (the same checks, in the same order, none skipped).
+        let passes = snapshot
+            .as_deref()
+            .is_some_and(|s| revision_of(s) == issued.revision)
+            && matches!(&breaker, Some((false, changes)) if changes.is_empty())
+            && record.is_ok()
+            && issued
+                .durable
+                .is_none_or(|d| matches!(self.store.is_durable(d), Some(Ok(()))));
+        let start = match passes {
+            true => {
+                let accepted = crate::engine::accept::accepted(
+                    record.as_ref().ok().and_then(Option::as_ref),
+                    issued.classification.as_deref(),
+                    self.config.promotion.accept_k,
+                );
+                let at_ms = clock::now_ms();
+                match self.runs.start_here(&issued, env) {
+                    StartHere::Started(started) => Start::Now {
+                        started,
+                        accepted,
+                        at_ms,
+                    },
+                    StartHere::Later(env) => Start::Later(env),
+                }
+            }
+            false => Start::Later(env),
+        };
         Ok(Redeemed {
             issued,
             stamps,
             snapshot,
             breaker,
             record,
+            start,
         })
     }
 
     /// Redeems a ticket: on success the run is started and its frames arrive on the returned
     /// channel (the last one is the end frame).
-    pub async fn redeem(&self, peer: Peer, req: RunRequest) -> Result<RunStream, RedeemError> {
+    pub async fn redeem(&self, peer: Peer, mut req: RunRequest) -> Result<RunStream, RedeemError> {
         let Some(engine) = self.me.upgrade() else {
             return Err(RedeemError::Unavailable("the daemon is stopping".into()));
         };
         // One trip off the runtime's workers for everything that reads the file system or the
         // store before the run (`Engine::check_ticket`), instead of one pool hop each.
         let (ticket, cwd, uid) = (req.ticket.clone(), PathBuf::from(&req.cwd), peer.uid);
+        let env = std::mem::take(&mut req.env);
         let checked = {
             let engine = engine.clone();
-            off_runtime(move || engine.check_ticket(&ticket, uid, cwd))
+            off_runtime(move || engine.check_ticket(&ticket, uid, cwd, env))
                 .await
                 .map_err(|e| {
                     RedeemError::Unavailable(format!("the ticket could not be checked ({e})"))
@@ -178,6 +248,7 @@ impl Engine {
             snapshot,
             breaker,
             record,
+            start,
         } = match checked {
             Ok(r) => r,
             Err((refusal, issued)) => {
@@ -205,11 +276,89 @@ impl Engine {
                 return Err(RedeemError::Refused(why));
             }
         };
+        // Started in the trip: every check below passed there, on what it read.
+        let (start, accepted) = match start {
+            Start::Now {
+                started,
+                accepted,
+                at_ms,
+            } => (Begin::Started(started, at_ms), accepted),
+            Start::Later(env) => {
+                let accepted = self
+                    .check_then(peer, &req, &issued, stamps, snapshot, breaker, record)
+                    .await?;
+                (Begin::Start(env), accepted)
+            }
+        };
+        let (tx, rx) = mpsc::channel(64);
+        let (written, body_gone) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (started, outcome) = match start {
+                Begin::Started(run, at_ms) => (
+                    at_ms,
+                    engine
+                        .runs
+                        .run_started(&issued, *run, tx.clone(), &accepted)
+                        .await,
+                ),
+                Begin::Start(env) => (
+                    clock::now_ms(),
+                    engine.runs.run(&issued, env, tx.clone(), &accepted).await,
+                ),
+            };
+            let end = RunEnd {
+                v: WIRE_VERSION,
+                run_id: outcome.run_id.clone(),
+                exit: outcome.exit,
+                signal: outcome.signal,
+                status: outcome.status,
+                message: outcome.message.clone(),
+            };
+            if let Err(e) = engine.record_run(peer, &issued, &outcome, started).await {
+                // The effects are already decided; the client still learns them.
+                engine
+                    .audit_integrity
+                    .failed(&format!("mirrored run {}", outcome.run_id), &e);
+            }
+            engine.announce_kept(&issued, &outcome);
+            let _ = tx.send(Frame::End(end).encode()).await;
+            drop(tx);
+            // The next run's helper is prepared once the response body is gone (the server drops
+            // it after handing the end frame to the socket, or when the client went away): its
+            // start forks this process, which takes the memory map's lock and a core, and had
+            // delayed the write of the end frame the client waits for by ~0.5–2 ms in a trace
+            // of the runs bench. Bounded, for a client that stops reading.
+            let _ = tokio::time::timeout(PREPARE_AFTER_MAX, body_gone).await;
+            engine.runs.after_run(&issued);
+        });
+        Ok(RunStream {
+            frames: rx,
+            written,
+        })
+    }
+
+    /// The checks after the redemption that its trip could not settle (see [`Start::Later`]),
+    /// in their order: the map (loaded when changed or busy) at the decision's revision, the
+    /// breaker closed (its changes persisted), the learning record read, the decision's row
+    /// durable. A refusal is audited. The operator's acceptance the run runs under.
+    #[allow(clippy::too_many_arguments)]
+    async fn check_then(
+        &self,
+        peer: Peer,
+        req: &RunRequest,
+        issued: &Issued,
+        stamps: crate::engine::tiermaps::Stamps,
+        snapshot: Option<std::sync::Arc<cmdgate_policy::tiermap::Snapshot>>,
+        breaker: Option<(bool, Vec<crate::engine::breakers::Changed>)>,
+        record: Result<Option<cmdgate_policy::learn::Record>, StoreError>,
+    ) -> Result<Vec<cmdgate_policy::learn::accept::Accepting>, RedeemError> {
         // The decision holds only under the map and breaker it was made with.
         let refuse = |why: String| async {
-            let entry = refusal_entry(peer, &req, Some(&issued), &why);
+            let entry = refusal_entry(peer, req, Some(issued), &why);
             self.store.append(entry).await?;
-            Err::<RunStream, RedeemError>(RedeemError::Refused(why))
+            Err::<Vec<cmdgate_policy::learn::accept::Accepting>, RedeemError>(RedeemError::Refused(
+                why,
+            ))
         };
         // The map as the trip found it; a changed or busy one is loaded here, as `get` would.
         let snapshot = match snapshot {
@@ -221,10 +370,7 @@ impl Engine {
                     .snapshot
             }
         };
-        let revision = match snapshot.as_ref() {
-            cmdgate_policy::tiermap::Snapshot::Verified(v) => Some(v.revision),
-            cmdgate_policy::tiermap::Snapshot::ReadOnly { .. } => None,
-        };
+        let revision = revision_of(&snapshot);
         if revision != issued.revision {
             return refuse(format!(
                 "the tier map changed since the decision (revision {:?} then, {revision:?} now); \
@@ -268,41 +414,7 @@ impl Engine {
                 )));
             }
         }
-        let (tx, rx) = mpsc::channel(64);
-        let (written, body_gone) = oneshot::channel::<()>();
-        let env = req.env;
-        tokio::spawn(async move {
-            let started = clock::now_ms();
-            let outcome = engine.runs.run(&issued, env, tx.clone(), &accepted).await;
-            let end = RunEnd {
-                v: WIRE_VERSION,
-                run_id: outcome.run_id.clone(),
-                exit: outcome.exit,
-                signal: outcome.signal,
-                status: outcome.status,
-                message: outcome.message.clone(),
-            };
-            if let Err(e) = engine.record_run(peer, &issued, &outcome, started).await {
-                // The effects are already decided; the client still learns them.
-                engine
-                    .audit_integrity
-                    .failed(&format!("mirrored run {}", outcome.run_id), &e);
-            }
-            engine.announce_kept(&issued, &outcome);
-            let _ = tx.send(Frame::End(end).encode()).await;
-            drop(tx);
-            // The next run's helper is prepared once the response body is gone (the server drops
-            // it after handing the end frame to the socket, or when the client went away): its
-            // start forks this process, which takes the memory map's lock and a core, and had
-            // delayed the write of the end frame the client waits for by ~0.5–2 ms in a trace
-            // of the runs bench. Bounded, for a client that stops reading.
-            let _ = tokio::time::timeout(PREPARE_AFTER_MAX, body_gone).await;
-            engine.runs.after_run(&issued);
-        });
-        Ok(RunStream {
-            frames: rx,
-            written,
-        })
+        Ok(accepted)
     }
 
     /// The run's audit row, its breaker signal and its learning, in one transaction.

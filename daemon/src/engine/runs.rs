@@ -72,6 +72,21 @@ pub struct Runs {
     spent: std::sync::Mutex<Vec<commit::Spent>>,
 }
 
+/// A started run (or why it did not start), holding its slot.
+pub(crate) struct Started {
+    run: Result<mirror::MirrorRun, String>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    started: Instant,
+}
+
+/// What [`Runs::start_here`] did.
+pub(crate) enum StartHere {
+    /// The mirror started (or failed to: the run's outcome says so).
+    Started(Box<Started>),
+    /// Not now: the environment back, for [`Runs::run`].
+    Later(Vec<(String, String)>),
+}
+
 /// What a finished run came to: for the end frame, the audit row and the breaker.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -229,34 +244,73 @@ impl Runs {
         if let Some(why) = &self.unavailable {
             return failed(issued, String::new(), format!("mirror unavailable: {why}"));
         }
-        let cfg = self.run_config(issued);
+        let Ok(permit) = self.slots.clone().acquire_owned().await else {
+            return failed(issued, String::new(), "no run slot".into());
+        };
+        let (cfg, cmd) = self.what_runs(issued, env);
+        let started = Instant::now();
+        let warm = self.warm.clone();
+        // On this task's thread (`off_runtime`): no pool thread to wake, no wake-up back.
+        let run = match off_runtime(move || mirror::start_with(&warm, &cfg, &cmd)).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(format!("the mirror did not start: {e}")),
+            Err(e) => Err(format!("the start thread failed: {e}")),
+        };
+        let start = Started {
+            run,
+            _permit: permit,
+            started,
+        };
+        self.run_started(issued, start, tx, accepted).await
+    }
+
+    /// The start of [`Runs::run`] on the caller's thread, for a caller already off the
+    /// runtime's workers (the redemption's trip, `redeem.rs`): `None` when the run cannot start
+    /// at once (no mirror here, or no free slot): the caller then takes [`Runs::run`].
+    pub(crate) fn start_here(&self, issued: &Issued, env: Vec<(String, String)>) -> StartHere {
+        if self.unavailable.is_some() {
+            return StartHere::Later(env);
+        }
+        let Ok(permit) = self.slots.clone().try_acquire_owned() else {
+            return StartHere::Later(env);
+        };
+        let (cfg, cmd) = self.what_runs(issued, env);
+        let started = Instant::now();
+        let run = mirror::start_with(&self.warm, &cfg, &cmd)
+            .map_err(|e| format!("the mirror did not start: {e}"));
+        StartHere::Started(Box::new(Started {
+            run,
+            _permit: permit,
+            started,
+        }))
+    }
+
+    /// The run's config and command.
+    fn what_runs(&self, issued: &Issued, env: Vec<(String, String)>) -> (RunConfig, MirrorCommand) {
         let cmd = MirrorCommand {
             command: issued.command.clone(),
             cwd: issued.cwd.clone(),
             env,
         };
-        let Ok(_permit) = self.slots.clone().acquire_owned().await else {
-            return failed(issued, String::new(), "no run slot".into());
-        };
-        let started = Instant::now();
-        let warm = self.warm.clone();
-        // On this task's thread (`off_runtime`): no pool thread to wake, no wake-up back.
-        let mut run = match off_runtime(move || mirror::start_with(&warm, &cfg, &cmd)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                return failed(
-                    issued,
-                    String::new(),
-                    format!("the mirror did not start: {e}"),
-                )
-            }
-            Err(e) => {
-                return failed(
-                    issued,
-                    String::new(),
-                    format!("the start thread failed: {e}"),
-                )
-            }
+        (self.run_config(issued), cmd)
+    }
+
+    /// [`Runs::run`] from its started mirror on.
+    pub(crate) async fn run_started(
+        &self,
+        issued: &Issued,
+        start: Started,
+        tx: mpsc::Sender<Vec<u8>>,
+        accepted: &[cmdgate_policy::learn::accept::Accepting],
+    ) -> Outcome {
+        let Started {
+            run,
+            _permit,
+            started,
+        } = start;
+        let mut run = match run {
+            Ok(r) => r,
+            Err(why) => return failed(issued, String::new(), why),
         };
         let run_id = run.run_id().to_owned();
         let killer = run.killer();

@@ -145,6 +145,22 @@ struct Synced {
     failed: Vec<(u64, u64)>,
 }
 
+impl Synced {
+    /// Whether `token`'s rows are on disk: `None` while their sync has not ended.
+    fn of(&self, token: Durable) -> Option<Result<(), StoreError>> {
+        if self
+            .failed
+            .iter()
+            .any(|(after, upto)| token.0 > *after && token.0 <= *upto)
+        {
+            return Some(Err(StoreError::Commit(
+                "the WAL sync after the commit failed: the rows may not be on disk".into(),
+            )));
+        }
+        (self.upto >= token.0).then_some(Ok(()))
+    }
+}
+
 /// One queued write: run inside a savepoint (then answered after the commit), or failed unrun.
 trait Job: Send {
     /// Runs the work; `true` keeps its changes. The completion answers the caller after the commit.
@@ -266,22 +282,16 @@ impl Store {
     pub async fn durable(&self, token: Durable) -> Result<(), StoreError> {
         let mut synced = self.synced.clone();
         loop {
-            {
-                let s = synced.borrow_and_update();
-                if s.failed
-                    .iter()
-                    .any(|(after, upto)| token.0 > *after && token.0 <= *upto)
-                {
-                    return Err(StoreError::Commit(
-                        "the WAL sync after the commit failed: the rows may not be on disk".into(),
-                    ));
-                }
-                if s.upto >= token.0 {
-                    return Ok(());
-                }
+            if let Some(done) = synced.borrow_and_update().of(token) {
+                return done;
             }
             synced.changed().await.map_err(|_| StoreError::WriterGone)?;
         }
+    }
+
+    /// [`Store::durable`] without waiting: `None` while the rows' sync has not ended.
+    pub fn is_durable(&self, token: Durable) -> Option<Result<(), StoreError>> {
+        self.synced.borrow().of(token)
     }
 
     /// Appends one audit row; resolves after it is committed.
@@ -483,10 +493,28 @@ mod tests {
             .await
             .unwrap();
         assert!(store.durable(token).await.is_err());
+        assert!(matches!(store.is_durable(token), Some(Err(_))));
         // A later FULL commit syncs the WAL, but a failed sync may have dropped the earlier
         // pages: the deferred rows stay not durable.
         store.append(row(2)).await.unwrap();
         assert!(store.durable(token).await.is_err());
+        assert!(matches!(store.is_durable(token), Some(Err(_))));
+    }
+
+    /// The redemption's trip asks without waiting (`redeem.rs`): a row whose sync has not
+    /// ended is not durable yet (the redemption then waits as before), a synced one is.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn without_waiting_a_deferred_write_is_durable_only_once_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
+        let (_, token) = store
+            .write_deferred(|c| audit::append(c, row(1)))
+            .await
+            .unwrap();
+        // A group the writer has not reached, let alone synced.
+        assert!(store.is_durable(Durable(token.0 + 1_000)).is_none());
+        store.durable(token).await.expect("synced");
+        assert!(matches!(store.is_durable(token), Some(Ok(()))));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
