@@ -100,8 +100,20 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     // Attached or entered (or failed): the fds are of no further use, and no fd of pid 1's
     // reaches the command.
     drop((args.host_root, args.ahead));
-    if let Err(e) = entered {
-        report.send(&InitMessage::SetupFailed { message: chain(&e) });
+    let gone = match entered {
+        Ok(gone) => gone,
+        Err(e) => {
+            report.send(&InitMessage::SetupFailed { message: chain(&e) });
+            return 1;
+        }
+    };
+    // A mirror built ahead with a mask whose path vanished between the walk and its mount (and
+    // may be back by the time the builder reads the identities) is not offered: the run builds
+    // its own, as a run that met the same race at `Run` would mount what is there then.
+    if gone > 0 && matches!(args.job, JobSource::Awaited(_)) {
+        report.send(&InitMessage::SetupFailed {
+            message: format!("{gone} masked path(s) vanished while the mirror was built ahead"),
+        });
         return 1;
     }
     // Opens through the masks are queued from here on and drained once the command is gone.

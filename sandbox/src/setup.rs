@@ -302,13 +302,15 @@ fn bind_scratch<S: Syscall>(sys: &S, root: &Path, b: &ScratchBind) -> Result<(),
 /// `host_root` is a detached copy of the host's mount tree taken before the scratch tmpfs was
 /// mounted ([`crate::syscall::clone_tree`]). `ahead` is what the helper made when it was
 /// prepared ([`MadeAhead`]): namespaces no process has entered and a detached `/dev`, each used
-/// instead of making it here.
+/// instead of making it here. Returns how many masks were not mounted because their path was
+/// gone by then (step 6b; not counting those under the fresh scratch `/tmp` or `/run`, or below
+/// another mask).
 pub fn enter_mirror<S: Syscall>(
     sys: &S,
     plan: &MountPlan,
     host_root: RawFd,
     ahead: Ahead<'_>,
-) -> Result<(), SetupError> {
+) -> Result<usize, SetupError> {
     let root = &plan.new_root;
 
     // 1. Private namespaces: our own mount table (so nothing we mount is seen by the host), IPC
@@ -402,6 +404,7 @@ pub fn enter_mirror<S: Syscall>(
     //     file on the scratch tmpfs, bound read-only over files), so the mask watch
     //     (`maskwatch`, fanotify mount marks) sees each open through it.
     let placeholder = plan.scratch.join("masked-file");
+    let mut gone = 0;
     if plan.masks.iter().any(|m| !m.dir) {
         sys.create_file(&placeholder)
             .map_err(|e| SetupError::Mask(placeholder.clone(), e))?;
@@ -435,8 +438,18 @@ pub fn enter_mirror<S: Syscall>(
                     )
                 })
         };
+        // Missing as expected: under the fresh scratch /tmp or /run outside every overlay, or
+        // below another mask (hidden by it).
+        let scratch = (plan.binds.iter().any(|b| m.path.starts_with(&b.target))
+            && !plan.overlays.iter().any(|o| m.path.starts_with(&o.target)))
+            || plan
+                .masks
+                .iter()
+                .any(|o| o.path != m.path && m.path.starts_with(&o.path));
         match result {
-            Ok(()) | Err(Errno::ENOENT) => {}
+            Ok(()) => {}
+            Err(Errno::ENOENT) if scratch => {}
+            Err(Errno::ENOENT) => gone += 1,
             Err(e) => return Err(SetupError::Mask(m.path.clone(), e)),
         }
     }
@@ -514,7 +527,7 @@ pub fn enter_mirror<S: Syscall>(
         .map_err(SetupError::DetachOldRoot)?;
     sys.chdir(Path::new("/"))
         .map_err(SetupError::DetachOldRoot)?;
-    Ok(())
+    Ok(gone)
 }
 
 /// Step 7 in place, when no `/dev` was built ahead ([`prepare_dev`] builds the same).
@@ -955,6 +968,30 @@ mod tests {
                 .any(|l| l.split(' ').nth(2) == Some(id.as_str())),
             "{id} is attached: {table}"
         );
+    }
+
+    /// A mask whose path is gone when it is mounted is skipped, and counted: a mirror built
+    /// ahead with one is not offered (`init::init_main`).
+    #[test]
+    fn a_mask_whose_path_is_gone_is_counted() {
+        let sys = RecordingSyscall::default();
+        let gone = enter_mirror(&sys, &plan(), -1, Ahead::default()).expect("recording");
+        assert_eq!(gone, 0);
+        let mut sys = RecordingSyscall::default();
+        sys.gone = vec![PathBuf::from("/s/run1/root/home/u/cmdgate.sock")];
+        let gone = enter_mirror(&sys, &plan(), -1, Ahead::default()).expect("recording");
+        assert_eq!(gone, 1);
+        // Under the fresh scratch /tmp: missing as expected, not counted.
+        let mut p = plan();
+        p.masks.push(Mask {
+            path: PathBuf::from("/tmp/cmdgate.sock"),
+            dir: false,
+            entries: Vec::new(),
+        });
+        let mut sys = RecordingSyscall::default();
+        sys.gone = vec![PathBuf::from("/s/run1/root/tmp/cmdgate.sock")];
+        let gone = enter_mirror(&sys, &p, -1, Ahead::default()).expect("recording");
+        assert_eq!(gone, 0);
     }
 
     #[test]

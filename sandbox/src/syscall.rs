@@ -342,10 +342,13 @@ pub enum Call {
     EnterNs(CloneFlags),
 }
 
-/// Records every call and succeeds; used only by the setup-order unit test.
+/// Records every call and succeeds (but a mount on a path of `gone`: `ENOENT`, as for a path
+/// removed meanwhile); used only by the setup-order unit tests.
 #[derive(Debug, Default)]
 pub struct RecordingSyscall {
     calls: RefCell<Vec<Call>>,
+    /// Mount targets that fail with `ENOENT`.
+    pub gone: Vec<std::path::PathBuf>,
 }
 
 impl RecordingSyscall {
@@ -373,6 +376,9 @@ impl Syscall for RecordingSyscall {
         flags: MsFlags,
         data: Option<&str>,
     ) -> Result<(), Errno> {
+        if self.gone.iter().any(|g| g == target) {
+            return Err(Errno::ENOENT);
+        }
         self.push(Call::Mount {
             source: source.map(Path::to_path_buf),
             target: target.to_path_buf(),
