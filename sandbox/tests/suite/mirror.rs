@@ -378,15 +378,7 @@ fn a_warm_helper_runs_with_the_mounts_and_secrets_of_its_run_not_of_its_preparat
     let env = Env::new_in(std::path::Path::new("/var/tmp"));
     let vol = env._dir.path().join("vol");
     std::fs::create_dir(&vol).expect("mkdir vol");
-    nix::mount::mount(
-        Some("tmpfs"),
-        &vol,
-        Some("tmpfs"),
-        nix::mount::MsFlags::empty(),
-        Some("size=64k"),
-    )
-    .expect("mount the volume");
-    std::fs::write(vol.join("data"), "volume-data\n").expect("write on the volume");
+    mount_volume(&vol);
     let warm = mirror::Warm::new();
     let filled = warm.fill(&env.config());
     let unmounted = nix::mount::umount(&vol);
@@ -758,17 +750,7 @@ fn a_mirror_built_ahead_is_rebuilt_after_any_change_since() {
     // A volume mounted on the host after the preparation: the run sees it.
     let vol = env._dir.path().join("vol");
     std::fs::create_dir(&vol).expect("mkdir vol");
-    let mounted = || {
-        nix::mount::mount(
-            Some("tmpfs"),
-            &vol,
-            Some("tmpfs"),
-            nix::mount::MsFlags::empty(),
-            Some("size=64k"),
-        )
-        .expect("mount the volume");
-        std::fs::write(vol.join("data"), "volume-data\n").expect("write on the volume");
-    };
+    let mounted = || mount_volume(&vol);
     let (out, fin) = run(&config, &mounted, &format!("cat {}/data", vol.display()));
     nix::mount::umount(&vol).expect("unmount the volume");
     assert_eq!(out, "volume-data\n", "{:?}", fin.run);
@@ -805,4 +787,17 @@ fn a_mirror_built_ahead_is_rebuilt_after_any_change_since() {
     assert_eq!(out.trim(), host_net.to_string_lossy(), "{:?}", fin.run);
     assert!(!fin.built_ahead);
     fin.kept.discard().expect("discard");
+}
+
+/// A small tmpfs on `vol` holding `data` ("volume-data"): a volume the host mounts.
+fn mount_volume(vol: &std::path::Path) {
+    nix::mount::mount(
+        Some("tmpfs"),
+        vol,
+        Some("tmpfs"),
+        nix::mount::MsFlags::empty(),
+        Some("size=64k"),
+    )
+    .expect("mount the volume");
+    std::fs::write(vol.join("data"), "volume-data\n").expect("write on the volume");
 }
