@@ -1250,7 +1250,12 @@ fn builder_main(
     }) {
         return 1;
     }
-    // The command, or the helper's hang-up (the mirror was stale, or nobody ran it).
+    // The command, or the helper's hang-up (the mirror was stale, or nobody ran it). Pid 1 gone
+    // meanwhile (killed: by the OOM killer, say): we end too, so the helper finds the mirror
+    // gone (`Whole::serve`) and builds the run at `Run` instead of handing the command to nobody.
+    if !go_or_init_gone(&link, built.pidfd.as_ref()) {
+        return 1;
+    }
     let Some((fds, go)) = crate::init::recv_go(&link) else {
         return 0;
     };
@@ -1281,6 +1286,25 @@ fn builder_main(
     // Our exit tears down the mirror (`Held`), after the answer.
     drop(held);
     0
+}
+
+/// Wait until the helper's `link` has something (the command, or its hang-up): `true`; or
+/// until the waiting pid 1 (`pidfd`) ended first: `false`. Without a pidfd, `true` at once.
+fn go_or_init_gone(link: &OwnedFd, pidfd: Option<&OwnedFd>) -> bool {
+    let Some(pidfd) = pidfd else {
+        return true;
+    };
+    loop {
+        let mut fds = [
+            PollFd::new(link.as_fd(), PollFlags::POLLIN),
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+        ];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Err(Errno::EINTR) => continue,
+            Err(_) => return true,
+            Ok(_) => return !happened(&fds[1]),
+        }
+    }
 }
 
 impl Whole {
@@ -1320,10 +1344,11 @@ impl Whole {
     /// every path it was built on (each overlay's target, each mask, the kept dir, every
     /// directory above them) is still the same file (device, inode, type, mode, owner, group)
     /// — an overlay keeps what it looked up, and a mount on the host tree follows its
-    /// directory when renamed. Then the command, its working directory,
-    /// environment and output pipes go to the builder, whose answer is returned. `Err` with
-    /// the pipes when any check fails: the mirror is torn down, and the caller builds the run
-    /// as without it.
+    /// directory when renamed; and the builder still waits (it ends when its pid 1 does, so a
+    /// mirror whose pid 1 was killed meanwhile is built anew). Then the command, its working
+    /// directory, environment and output pipes go to the builder, whose answer is returned.
+    /// `Err` with the pipes when any check fails: the mirror is torn down, and the caller
+    /// builds the run as without it.
     fn serve(
         mut self,
         req: &HelperRequest,
@@ -1336,20 +1361,30 @@ impl Whole {
         }
         // The walk on its thread while this one checks the mount table and the identities.
         let walk = SecretWalk::start(&req.config);
-        let mut table = [PollFd::new(
-            self.mountinfo.as_fd(),
-            PollFlags::POLLPRI | PollFlags::POLLERR,
-        )];
-        let mounts_changed = poll(&mut table, PollTimeout::ZERO).is_err()
+        // In the same poll: the builder's socket, on which it says nothing until the command
+        // came, so anything to read is its end (it ends when its pid 1 did: killed meanwhile).
+        let mut table = [
+            PollFd::new(
+                self.mountinfo.as_fd(),
+                PollFlags::POLLPRI | PollFlags::POLLERR,
+            ),
+            PollFd::new(self.link.as_fd(), PollFlags::POLLIN),
+        ];
+        let polled = poll(&mut table, PollTimeout::ZERO).is_ok();
+        let mounts_changed = !polled
             || table[0].revents().is_none_or(|r| {
                 r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR | PollFlags::POLLNVAL)
             });
+        let builder_gone = !polled || happened(&table[1]);
         let same_paths = path_ids(self.ids.iter().map(|(p, _)| p.clone())) == self.ids;
         let masks = walk
             .finish()
             .ok()
             .and_then(|found| masks_for(&req.config, found).ok());
-        let fresh = !mounts_changed && same_paths && masks.is_some_and(|now| now == self.masks);
+        let fresh = !mounts_changed
+            && !builder_gone
+            && same_paths
+            && masks.is_some_and(|now| now == self.masks);
         if !fresh {
             self.tear_down();
             return Err(passed);

@@ -801,3 +801,107 @@ fn mount_volume(vol: &std::path::Path) {
     .expect("mount the volume");
     std::fs::write(vol.join("data"), "volume-data\n").expect("write on the volume");
 }
+
+/// The lock files of the helpers in `env`'s state dir.
+fn lock_files(env: &Env) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(env.state.join("runs"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "lock"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The processes of the one helper prepared in `env`'s state dir since `before` was listed
+/// ([`lock_files`]: its run's cgroups are named in its lock file), as (pid, parent pid, pid
+/// inside its own pid namespace).
+fn prepared_processes(env: &Env, before: &[std::path::PathBuf]) -> Vec<(i32, i32, i32)> {
+    let locks: Vec<_> = lock_files(env)
+        .into_iter()
+        .filter(|p| !before.contains(p))
+        .collect();
+    assert_eq!(locks.len(), 1, "one prepared helper: {locks:?}");
+    let cgroup: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&locks[0]).expect("lock file"))
+            .expect("cgroups named");
+    let dir = cgroup["dirs"][0][2]
+        .as_str()
+        .expect("a cgroup dir")
+        .to_owned();
+    let procs = std::fs::read_to_string(std::path::Path::new(&dir).join("cgroup.procs"))
+        .expect("cgroup.procs");
+    procs
+        .lines()
+        .filter_map(|l| l.trim().parse::<i32>().ok())
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let field = |name: &str| -> Option<Vec<i32>> {
+                let line = status.lines().find_map(|l| l.strip_prefix(name))?;
+                Some(
+                    line.split_whitespace()
+                        .filter_map(|w| w.parse().ok())
+                        .collect(),
+                )
+            };
+            let ppid = *field("PPid:")?.first()?;
+            let inner = *field("NSpid:")?.last()?;
+            Some((pid, ppid, inner))
+        })
+        .collect()
+}
+
+/// A mirror built ahead whose waiting pid 1 or builder died before the run (killed by the
+/// OOM killer or an operator, say) is not a failed run: the run is built at `Run`, as after
+/// any other change since the preparation.
+#[test]
+fn a_mirror_built_ahead_whose_processes_died_is_rebuilt_at_the_run() {
+    let env = Env::new();
+    env.write("file.txt", "content\n");
+    let config = env.config();
+    for victim in ["pid 1", "builder"] {
+        let before = lock_files(&env);
+        let warm = mirror::Warm::new();
+        warm.fill(&config).expect("prepare a helper");
+        let procs = prepared_processes(&env, &before);
+        let me = std::process::id() as i32;
+        let helper = procs.iter().find(|p| p.1 == me).expect("the helper").0;
+        let target = match victim {
+            "pid 1" => procs.iter().find(|p| p.2 == 1),
+            _ => procs.iter().find(|p| p.1 == helper && p.2 != 1),
+        }
+        .unwrap_or_else(|| panic!("no {victim} in {procs:?}"))
+        .0;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(target),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("kill");
+        // Gone (a zombie at most) before the run.
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{target}/status")).map_or(true, |s| {
+                s.lines()
+                    .any(|l| l.starts_with("State:") && l.contains('Z'))
+            })
+        };
+        let t0 = std::time::Instant::now();
+        while !gone() && t0.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let mut run =
+            mirror::start_with(&warm, &config, &command(&env, "cat file.txt")).expect("start");
+        let mut stdout = String::new();
+        run.take_stdout()
+            .expect("stdout")
+            .read_to_string(&mut stdout)
+            .expect("read stdout");
+        let fin = run
+            .wait()
+            .unwrap_or_else(|e| panic!("{victim} killed: the run failed: {e}"));
+        assert_eq!(stdout, "content\n", "{victim}: {:?}", fin.run);
+        assert!(!fin.built_ahead, "{victim}");
+        fin.kept.discard().expect("discard");
+    }
+}
