@@ -905,3 +905,33 @@ fn a_mirror_built_ahead_whose_processes_died_is_rebuilt_at_the_run() {
         fin.kept.discard().expect("discard");
     }
 }
+
+/// A run in a mirror built ahead is killed when its caller goes away (the builder, not the
+/// helper, watches the caller's hang-up), and is marked killed.
+#[test]
+fn a_run_in_a_mirror_built_ahead_is_killed_when_its_caller_goes_away() {
+    let env = Env::new();
+    let config = env.config();
+    loop {
+        let table = mount_table();
+        let warm = mirror::Warm::new();
+        warm.fill(&config).expect("prepare a helper");
+        let cmd = command(&env, "echo first; touch made; exec sleep 600");
+        let mut run = mirror::start_with(&warm, &config, &cmd).expect("start");
+        let mut out = BufReader::new(run.take_stdout().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("first line");
+        assert_eq!(line, "first\n");
+        let t0 = std::time::Instant::now();
+        run.killer().kill();
+        let fin = run.wait().expect("wait");
+        assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+        assert!(fin.killed, "{:?}", fin.run);
+        let served = fin.built_ahead;
+        fin.kept.discard().expect("discard");
+        if served || !mounts_changed(&table) {
+            assert!(served);
+            break;
+        }
+    }
+}
