@@ -878,18 +878,22 @@ fn a_mirror_built_ahead_whose_processes_died_is_rebuilt_at_the_run() {
             nix::sys::signal::Signal::SIGKILL,
         )
         .expect("kill");
-        // Gone (a zombie at most) before the run.
-        let gone = || {
-            std::fs::read_to_string(format!("/proc/{target}/status")).map_or(true, |s| {
+        // The builder and pid 1 both gone (zombies at most) before the run: the other ends
+        // with the one killed.
+        let gone = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| {
                 s.lines()
                     .any(|l| l.starts_with("State:") && l.contains('Z'))
             })
         };
         let t0 = std::time::Instant::now();
-        while !gone() && t0.elapsed() < std::time::Duration::from_secs(5) {
+        while !procs.iter().all(|p| p.0 == helper || gone(p.0)) {
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "{victim} killed: the mirror's other processes still live: {procs:?}"
+            );
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
         let mut run =
             mirror::start_with(&warm, &config, &command(&env, "cat file.txt")).expect("start");
         let mut stdout = String::new();
