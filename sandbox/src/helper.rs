@@ -122,6 +122,8 @@ pub fn helper_main() -> ExitCode {
                     leave_cgroups(parent, parent_is_root, made.as_ref());
                     return ExitCode::FAILURE;
                 }
+                // The mirror built ahead is let go of as soon as the host's mounts change.
+                let whole = whole.and_then(Whole::wait_for_run);
                 match read() {
                     Ok(ParentMessage::Run(req))
                         if req.run_id == run_id && req.config.state_dir == state_dir =>
@@ -1416,6 +1418,37 @@ impl Whole {
             ),
         };
         Ok(reply)
+    }
+
+    /// Wait until the helper's next message can be read (its `Run`, or the parent's hang-up):
+    /// the mirror, kept; or until the host's mount table changes first: the mirror torn down
+    /// (`None`; the run is built at `Run`, as the mount check of [`Whole::serve`] would have
+    /// it). Its copy of the host's mount tree holds every file system mounted when it was
+    /// built: a volume the operator unmounts meanwhile would stay alive in it until the next
+    /// run — its device busy (`cryptsetup close` refused), and its last writes not flushed by
+    /// the unmount, which does not end a file system still mounted elsewhere.
+    ///
+    /// Stdin holds nothing unread here: the library sends the `Run` only after our `Ready`.
+    fn wait_for_run(self) -> Option<Whole> {
+        let stdin = std::io::stdin();
+        loop {
+            let mut fds = [
+                PollFd::new(stdin.as_fd(), PollFlags::POLLIN),
+                PollFd::new(
+                    self.mountinfo.as_fd(),
+                    PollFlags::POLLPRI | PollFlags::POLLERR,
+                ),
+            ];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Err(Errno::EINTR) => continue,
+                Err(_) => return Some(self),
+                Ok(_) if happened(&fds[1]) => {
+                    self.tear_down();
+                    return None;
+                }
+                Ok(_) => return Some(self),
+            }
+        }
     }
 
     /// Kill the builder (its pid 1 and the mirror go with it) and remove the workspace

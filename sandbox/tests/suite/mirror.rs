@@ -939,3 +939,59 @@ fn a_run_in_a_mirror_built_ahead_is_killed_when_its_caller_goes_away() {
         }
     }
 }
+
+/// Whether process `pid` is gone (a zombie at most).
+fn gone(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).map_or(true, |s| {
+        s.lines()
+            .any(|l| l.starts_with("State:") && l.contains('Z'))
+    })
+}
+
+/// A mirror built ahead lets go of the host's mounts as soon as they change, not at the next
+/// run: its copy of the host's mount tree holds every file system mounted when it was built, so
+/// a volume the operator unmounts while it waits stayed alive in it (its device busy, its last
+/// writes not flushed by the unmount) until the agent's next command.
+#[test]
+fn a_mirror_built_ahead_lets_go_of_a_volume_unmounted_while_it_waits() {
+    let env = Env::new();
+    let config = env.config();
+    let vol = env._dir.path().join("vol");
+    std::fs::create_dir(&vol).expect("mkdir vol");
+    let me = std::process::id() as i32;
+    // Again while another test's mount let go of the mirror before this test's unmount.
+    let (warm, procs, helper) = loop {
+        mount_volume(&vol);
+        let before = lock_files(&env);
+        let warm = mirror::Warm::new();
+        warm.fill(&config).expect("prepare a helper");
+        let procs = prepared_processes(&env, &before);
+        let helper = procs.iter().find(|p| p.1 == me).expect("the helper").0;
+        if procs.iter().any(|p| p.0 != helper && !gone(p.0)) {
+            break (warm, procs, helper);
+        }
+        drop(warm);
+        nix::mount::umount(&vol).expect("unmount the volume");
+    };
+    nix::mount::umount(&vol).expect("unmount the volume");
+    let t0 = std::time::Instant::now();
+    while !procs.iter().all(|p| p.0 == helper || gone(p.0)) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "the mirror built ahead still holds the unmounted volume: {procs:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    // The run is then built at `Run`, without the volume.
+    let (out, fin) = warm_run(
+        &warm,
+        &config,
+        &command(&env, &format!("cat {}/data 2>&1; echo end", vol.display())),
+    );
+    assert!(!fin.built_ahead);
+    assert!(
+        out.ends_with("end\n") && !out.contains("volume-data"),
+        "{out}"
+    );
+    fin.kept.discard().expect("discard");
+}
