@@ -182,6 +182,17 @@ fn overlapping_runs_one_commits_the_other_reports_the_conflict_and_undo_restores
             .any(|r| r["run_id"] == b_run.as_str()),
         "{runs}"
     );
+    // Newest first: B's undo, then A (which ended after B), then B.
+    let ids: Vec<i64> = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["row"]["id"].as_i64().unwrap())
+        .collect();
+    assert!(ids.windows(2).all(|w| w[0] > w[1]), "{runs}");
+    assert_eq!(runs[0]["row"]["decision"], "undone", "{runs}");
+    assert_eq!(runs[1]["row"]["tool_use_id"], "ta", "{runs}");
+    assert_eq!(runs[2]["row"]["tool_use_id"], "tb", "{runs}");
 }
 
 #[test]

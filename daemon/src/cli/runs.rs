@@ -117,7 +117,7 @@ pub fn run(args: RunsArgs) -> anyhow::Result<ExitCode> {
             if runs.is_empty() {
                 println!("no mirrored runs yet");
             }
-            for r in runs.iter().rev() {
+            for r in &runs {
                 println!("{}", line(r));
             }
         }

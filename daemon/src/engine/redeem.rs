@@ -669,7 +669,8 @@ impl Engine {
 
     /// `cmdgate runs`: recent run rows (newest first) with the journal's undo state.
     pub async fn runs_list(&self, limit: u32) -> Result<serde_json::Value, StoreError> {
-        let rows = self
+        // The query gives the newest `limit` rows in the chain's order (oldest of them first).
+        let mut rows = self
             .store
             .read(move |c| {
                 audit::query(
@@ -683,6 +684,7 @@ impl Engine {
                 )
             })
             .await?;
+        rows.reverse();
         let state = self.runs.state_dir().to_path_buf();
         let keeper = self.runs.keeper();
         // A journal that cannot be read (the helper failed) shows no undo state, never a wrong one.
