@@ -27,7 +27,12 @@
 //! `RUNS_BENCH_BIN=DIR` takes the four binaries from another build's release dir;
 //! `RUNS_BENCH_PATHS=mirrored` — a comma list of `bare`, `direct`, `mirrored` — times only those
 //! paths, e.g. to count the daemon's system calls per mirrored run with a tracer attached; a row
-//! without bare has no ratios; `RUNS_BENCH_COMMITS=0` skips reading each run's commit time).
+//! without bare has no ratios; `RUNS_BENCH_COMMITS=0` skips reading each run's commit time;
+//! `RUNS_BENCH_GAP_MS=N` waits N ms, untimed, before every call, as an agent's turn does between
+//! two Bash calls: what the daemon prepares after a run — the next run's whole mirror, built ahead
+//! — is then ready, as in a session, instead of racing the bench's next call).
+//! After each row it prints how many of the mirrored runs used a mirror built ahead (the run's
+//! audit detail, `built_ahead`); that count needs the commit read-back.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -137,8 +142,9 @@ impl Bench {
     }
 
     /// The commit time of the newest mirrored run (its audit row's `commit.duration`), which
-    /// must be a run of `command`; zero for a run that committed nothing at all (no report).
-    fn last_commit(&self, cmdgate: &Path, proj: &Path, command: &str) -> Duration {
+    /// must be a run of `command`, and whether its mirror was built ahead (`built_ahead`; `None`
+    /// from a daemon that does not record it).
+    fn last_commit(&self, cmdgate: &Path, proj: &Path, command: &str) -> (Duration, Option<bool>) {
         let mut cmd = self.command(cmdgate, proj);
         cmd.args(["runs", "--json"]);
         let out = run(&mut cmd, "cmdgate runs --json");
@@ -154,12 +160,13 @@ impl Bench {
             "the run did not commit: {detail}"
         );
         let d = &detail["commit"]["duration"];
-        Duration::new(
+        let took = Duration::new(
             d["secs"]
                 .as_u64()
                 .unwrap_or_else(|| panic!("no commit time: {detail}")),
             d["nanos"].as_u64().unwrap_or(0) as u32,
-        )
+        );
+        (took, detail["built_ahead"].as_bool())
     }
 
     fn bash(&self, proj: &Path, command: &str) {
@@ -317,6 +324,7 @@ fn main() {
     // read and audit query are the daemon's busiest work between calls): for counting what a
     // run alone costs the daemon; the commit columns are then dashes.
     let read_commits = std::env::var("RUNS_BENCH_COMMITS").map_or(true, |v| v != "0");
+    let gap = Duration::from_millis(rounds("RUNS_BENCH_GAP_MS", 0) as u64);
     let paths: Vec<Path3> = match std::env::var("RUNS_BENCH_PATHS") {
         Ok(list) => list
             .split(',')
@@ -427,6 +435,7 @@ fn main() {
     }
 
     let load_before = loadavg();
+    let mut rows_ahead = Vec::new();
     let started = Instant::now();
     println!("| command | rounds | bare | direct (test-run + host run) | mirrored + commit | direct / bare | mirrored / bare | mirrored − bare | its commit | mirrored − bare − commit |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -440,6 +449,8 @@ fn main() {
         let mut times: [Vec<Duration>; 3] = Default::default();
         // Per mirrored call: its own commit time, and the call less it.
         let (mut commits, mut less_commit) = (Vec::new(), Vec::new());
+        // Of the mirrored runs: built ahead, and whether the daemon said at all.
+        let (mut ahead, mut recorded) = (0, true);
         let order = [Path3::Bare, Path3::Direct, Path3::Mirrored];
         for round in 0..n + warmup {
             for k in 0..3 {
@@ -455,11 +466,14 @@ fn main() {
                 for d in [proj.join("target"), proj.join(".cargo-home")] {
                     let _ = std::fs::remove_dir_all(d);
                 }
+                std::thread::sleep(gap);
                 let t = b.once(path, proj, command);
                 if round >= warmup {
                     times[path as usize].push(t);
                     if path == Path3::Mirrored && read_commits {
-                        let c = b.last_commit(&cmdgate, proj, command);
+                        let (c, built_ahead) = b.last_commit(&cmdgate, proj, command);
+                        ahead += usize::from(built_ahead == Some(true));
+                        recorded &= built_ahead.is_some();
                         commits.push(c);
                         less_commit.push(t.saturating_sub(c));
                     }
@@ -491,6 +505,21 @@ fn main() {
             )),
             over(median(less_commit)),
         );
+        if read_commits && paths.contains(&Path3::Mirrored) {
+            rows_ahead.push(match recorded {
+                true => format!("`{command}`: {ahead} of {n}"),
+                false => format!("`{command}`: not recorded by this daemon"),
+            });
+        }
+    }
+    if !rows_ahead.is_empty() {
+        println!(
+            "\nmirrored runs whose mirror was built ahead: {}",
+            rows_ahead.join(", ")
+        );
+    }
+    if !gap.is_zero() {
+        println!("gap before each call (untimed): {} ms", gap.as_millis());
     }
     println!(
         "\nload average (1/5/15 min) before: {load_before}; after: {} ({} s)",

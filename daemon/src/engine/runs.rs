@@ -797,6 +797,7 @@ fn run_detail(
         "tool_timeout_ms": tool_timeout_ms,
         "killed": finished.killed,
         "duration_ms": started.elapsed().as_millis() as u64,
+        "built_ahead": finished.built_ahead,
         "clean": tr.clean,
         "why": tr.why,
         "effects": tr.effects,
