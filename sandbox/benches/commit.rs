@@ -65,6 +65,7 @@ fn cmd(ws: &Path, command: &str) -> MirrorCommand {
         command: command.into(),
         cwd: ws.to_path_buf(),
         env: vec![("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())],
+        since: None,
     }
 }
 

@@ -85,7 +85,7 @@ pub fn helper_main() -> ExitCode {
             Ok(prep) => {
                 made = Some(prep.cgroup.clone());
                 mirrored = req.mirror.is_some();
-                let started = crate::clock::precise_now();
+                let started = run_boundary(&req);
                 match take_passed(&req, channel.take()) {
                     Ok(passed) => finish(run(&req, prep, started, passed, &mut held)),
                     Err(e) => failed("sandbox setup", &e),
@@ -129,7 +129,7 @@ pub fn helper_main() -> ExitCode {
                         if req.run_id == run_id && req.config.state_dir == state_dir =>
                     {
                         mirrored = req.mirror.is_some();
-                        let started = crate::clock::precise_now();
+                        let started = run_boundary(&req);
                         match take_passed(&req, channel.take()) {
                             Err(e) => {
                                 if let Some(whole) = whole {
@@ -1035,6 +1035,18 @@ fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
         started,
         built_ahead: false,
     })
+}
+
+/// The run's boundary for "changed on the host after the run started" (`RawRun::started`,
+/// [`crate::clock`]): a precise reading now, or the caller's earlier start of the run
+/// (`MirrorSpec::since`) — never a later one, which could put a change the command made or saw
+/// before it. Pid 1 waits for the coarse clock to pass it before the command starts.
+fn run_boundary(req: &HelperRequest) -> crate::clock::Stamp {
+    let now = crate::clock::precise_now();
+    match req.mirror.as_ref().and_then(|m| m.since) {
+        Some(since) => since.min(now),
+        None => now,
+    }
 }
 
 /// A path's identity for [`Whole`]'s re-check: device, inode, type and permission bits, owner,

@@ -34,6 +34,13 @@ pub struct MirrorCommand {
     pub cwd: PathBuf,
     /// The caller's environment; [`filter_env`] is applied by [`start`].
     pub env: Vec<(String, String)>,
+    /// When the run began for its caller (a precise `CLOCK_REALTIME` reading, e.g. when the
+    /// daemon decided it): the boundary of "changed on the host after the run started" is the
+    /// earlier of it and the helper's receipt of the `Run` ([`crate::clock`]). `None`: the
+    /// receipt. An earlier boundary only counts more host changes as the run's conflicts, and
+    /// the coarse clock has usually passed it by the time the command starts, so pid 1 does
+    /// not wait for the next tick.
+    pub since: Option<crate::clock::Stamp>,
 }
 
 /// Drop what must not reach the command: cmdgate's own settings (`CMDGATE_*`: sockets, escape
@@ -599,6 +606,7 @@ pub fn start_with(
             cwd: cmd.cwd.clone(),
             upper_bytes: config.limits.upper_bytes,
             extra: extra.clone(),
+            since: cmd.since,
         }),
     };
     let dirs = std::iter::once(store.runs().join(&prepared.run_id))

@@ -85,6 +85,10 @@ pub struct MirrorSpec {
     /// `keep`, on that path's own mount, for the commit.
     #[serde(default)]
     pub extra: Vec<KeptTree>,
+    /// The caller's start of the run ([`crate::mirror::MirrorCommand::since`]): the run's
+    /// boundary is the earlier of it and the helper's receipt of the `Run`.
+    #[serde(default)]
+    pub since: Option<crate::clock::Stamp>,
 }
 
 /// A `write=` path mirrored for a commit: the host directory and where its upper dir is kept.

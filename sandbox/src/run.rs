@@ -178,6 +178,7 @@ pub(crate) fn prepare_ahead(
                     cwd: ahead.workspace.clone(),
                     upper_bytes: config.limits.upper_bytes,
                     extra: Vec::new(),
+                    since: None,
                 }),
                 config,
             }))

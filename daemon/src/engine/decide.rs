@@ -965,6 +965,7 @@ impl Engine {
             decision_id: 0,
             durable: None,
             background: self.holds_asks(req.req),
+            since: cmdgate_sandbox::clock::precise_now(),
         };
         let mut random = [0u8; 32];
         let ticket = match getrandom::getrandom(&mut random) {

@@ -291,6 +291,7 @@ impl Runs {
             command: issued.command.clone(),
             cwd: issued.cwd.clone(),
             env,
+            since: Some(issued.since),
         };
         (self.run_config(issued), cmd)
     }

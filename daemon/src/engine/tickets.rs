@@ -64,6 +64,11 @@ pub struct Issued {
     /// The session is in background mode (asks go to the operator): a rolled-back run becomes
     /// a notification.
     pub background: bool,
+    /// When the run was decided (`CLOCK_REALTIME`, precise): its boundary for host changes
+    /// that conflict with its effects (`MirrorCommand::since`). Taken before the answer, it is
+    /// usually a scheduler tick behind by the time the command starts, so the run's pid 1 need
+    /// not wait for the coarse clock to pass it (`cmdgate_sandbox::clock`).
+    pub since: cmdgate_sandbox::clock::Stamp,
 }
 
 /// Why a redemption was refused (each is audited).
@@ -300,6 +305,7 @@ mod tests {
             decision_id: 0,
             durable: None,
             background: false,
+            since: [0, 0],
         }
     }
 

@@ -782,3 +782,57 @@ fn spent_dirs_leave_the_run_at_once_and_what_a_crash_left_in_the_trash_goes_at_s
     assert_eq!(std::fs::read_dir(&trash).unwrap().count(), 0);
     assert!(!env.ws.join("sub").exists());
 }
+
+/// The caller's start of the run (`MirrorCommand::since`, the daemon's decision) is the run's
+/// boundary when it is earlier than the helper's receipt of the `Run`: a host change between
+/// the two is counted as after the run started (a conflict when the run writes the same path).
+#[test]
+fn a_host_change_after_the_callers_start_of_the_run_is_a_conflict() {
+    let env = Env::new();
+    env.write("f", "before\n");
+    // The boundary, then a change stamped after it (the coarse clock has passed it), then the
+    // run: without the caller's start, the run's boundary is after the change.
+    let since = cmdgate_sandbox::clock::settle();
+    env.write("f", "host\n");
+    let mut cmd = command(&env, "echo mirror > f");
+    cmd.since = Some(since);
+    let (_, err, fin) = mirrored(&env, &cmd);
+    assert_eq!(fin.run.exit, Some(0), "{err}");
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Conflict { problems, kept }) => {
+            assert!(
+                problems.iter().any(|p| p.path == Path::new("f")),
+                "{problems:?}"
+            );
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(read(&env, "f"), "host\n");
+}
+
+/// A caller's start later than the helper's receipt of the `Run` (a clock set back, a wrong
+/// caller) is not the boundary: a host change after the run really started is still a
+/// conflict, never overwritten by the commit.
+#[test]
+fn a_start_of_the_run_after_its_receipt_is_not_its_boundary() {
+    let env = Env::new();
+    env.write("f", "before\n");
+    let now = cmdgate_sandbox::clock::precise_now();
+    let mut cmd = command(&env, "echo mirror > f");
+    cmd.since = Some([now[0] + 3600, now[1]]);
+    let (_, err, fin) = mirrored(&env, &cmd);
+    assert_eq!(fin.run.exit, Some(0), "{err}");
+    env.write("f", "host\n");
+    match commit::commit(fin.kept, &CommitConfig::default()) {
+        Err(CommitError::Conflict { problems, kept }) => {
+            assert!(
+                problems.iter().any(|p| p.path == Path::new("f")),
+                "{problems:?}"
+            );
+            kept.discard().unwrap();
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(read(&env, "f"), "host\n");
+}

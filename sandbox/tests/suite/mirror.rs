@@ -12,6 +12,7 @@ pub fn command(env: &Env, cmd: &str) -> MirrorCommand {
         command: cmd.to_string(),
         cwd: env.ws.clone(),
         env: env.config().env,
+        since: None,
     }
 }
 
