@@ -798,17 +798,7 @@ fn a_host_change_after_the_callers_start_of_the_run_is_a_conflict() {
     cmd.since = Some(since);
     let (_, err, fin) = mirrored(&env, &cmd);
     assert_eq!(fin.run.exit, Some(0), "{err}");
-    match commit::commit(fin.kept, &CommitConfig::default()) {
-        Err(CommitError::Conflict { problems, kept }) => {
-            assert!(
-                problems.iter().any(|p| p.path == Path::new("f")),
-                "{problems:?}"
-            );
-            kept.discard().unwrap();
-        }
-        other => panic!("expected a conflict, got {other:?}"),
-    }
-    assert_eq!(read(&env, "f"), "host\n");
+    conflict_on_f(&env, fin);
 }
 
 /// A caller's start later than the helper's receipt of the `Run` (a clock set back, a wrong
@@ -824,6 +814,11 @@ fn a_start_of_the_run_after_its_receipt_is_not_its_boundary() {
     let (_, err, fin) = mirrored(&env, &cmd);
     assert_eq!(fin.run.exit, Some(0), "{err}");
     env.write("f", "host\n");
+    conflict_on_f(&env, fin);
+}
+
+/// The commit of `fin` is a conflict naming `f`, and the host's `f` stays as the host wrote it.
+fn conflict_on_f(env: &Env, fin: Finished) {
     match commit::commit(fin.kept, &CommitConfig::default()) {
         Err(CommitError::Conflict { problems, kept }) => {
             assert!(
@@ -834,5 +829,5 @@ fn a_start_of_the_run_after_its_receipt_is_not_its_boundary() {
         }
         other => panic!("expected a conflict, got {other:?}"),
     }
-    assert_eq!(read(&env, "f"), "host\n");
+    assert_eq!(read(env, "f"), "host\n");
 }
