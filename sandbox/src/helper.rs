@@ -12,6 +12,7 @@ use crate::protocol::{
     HelperReply, HelperRequest, InitMessage, MirrorSpec, OverlayAhead, ParentMessage, RawRun,
 };
 use crate::setup::{MadeAhead, MountPlan, OverlayMount, ScratchBind};
+use crate::walkwatch::{Listed, Reads};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use nix::mount::MsFlags;
@@ -141,9 +142,11 @@ pub fn helper_main() -> ExitCode {
                                 let served = match whole {
                                     Some(whole) => {
                                         let pid = whole.builder;
-                                        whole.serve(&req, started, passed).inspect(|_| {
-                                            builder = Some(pid);
-                                        })
+                                        whole.serve(&req, started, passed, &mut held).inspect(
+                                            |_| {
+                                                builder = Some(pid);
+                                            },
+                                        )
                                     }
                                     None => Err(passed),
                                 };
@@ -587,8 +590,14 @@ fn fresh_namespaces() -> Result<MadeAhead, HelperError> {
 /// (pid namespace), so no process is left in that mount namespace nor can enter it (the only
 /// handle to it is in flight here), and the group receives no event once its marks' mounts have
 /// no process to open through them. The upper dirs hold exactly the run's changes either way.
+///
+/// A mirror built ahead's secret-walk watch (`walkwatch::Watch`, an inotify group: the same
+/// SRCU wait when it goes) is kept here too, from the `Run` on.
 #[derive(Default)]
-struct Held(Option<OwnedFd>);
+struct Held {
+    hand_off: Option<OwnedFd>,
+    watch: Option<crate::walkwatch::Watch>,
+}
 
 /// A mirrored run's pipes (and proxy hand-off), sent with its `Run` on the library's fd channel;
 /// a test-run takes none.
@@ -632,6 +641,8 @@ struct Built {
     premade: Vec<PathBuf>,
     /// The masks pid 1 mounts ([`MountPlan::masks`]).
     masks: Vec<crate::setup::Mask>,
+    /// What the secret walk of those masks read, when recorded (a mirror built ahead).
+    reads: Option<Reads>,
     timeout: std::time::Duration,
     output_bytes: usize,
     /// The kept upper dirs and their limit ([`UpperGuard`]); the guard's baseline is read
@@ -662,6 +673,9 @@ fn build(
     // the cautious side: a host change made during the setup counts as made after the start (a
     // conflict if the run changed the same path), never as one the run saw. A mirror built
     // ahead gets it with its command.
+    // A mirror built ahead records the walk's reads, for the watch that keeps it valid
+    // (`walkwatch`).
+    let record = job.is_none();
     let (started, mut passed) = match job {
         Some((started, passed)) => (started, Some(passed)),
         None => ([0, 0], None),
@@ -673,7 +687,7 @@ fn build(
     // The walk reads the host as the mounts will show it (the thread stays in the mount
     // namespace this process had at `Run`; ours differs only by the scratch tmpfs, in the
     // masked state dir).
-    let secret_walk = SecretWalk::start(cfg);
+    let secret_walk = SecretWalk::start(cfg, record);
     let scratch = prep.scratch.clone();
     let mirror = req.mirror.as_ref();
     // Our own mount namespace, copied now (not when prepared: a warm helper may wait a long
@@ -781,6 +795,8 @@ fn build(
             }
         }
     }
+    let (found, mut reads) = secret_walk.finish()?;
+    let masks = masks_for(cfg, found, &mut reads)?;
     let plan = MountPlan {
         new_root: root,
         scratch: scratch.clone(),
@@ -788,7 +804,7 @@ fn build(
         binds,
         shm: shm.clone(),
         network: cfg.network,
-        masks: masks_for(cfg, secret_walk.finish()?)?,
+        masks,
     };
 
     // Limits before anything of the command runs.
@@ -928,6 +944,7 @@ fn build(
         scratch_dirs: [tmp, run_dir, shm],
         premade,
         masks: plan.masks,
+        reads,
         timeout: cfg.limits.timeout,
         output_bytes: cfg.limits.output_bytes,
         upper,
@@ -960,7 +977,7 @@ fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
         output_bytes,
         ..
     } = built;
-    held.0 = held_ours;
+    held.hand_off = held_ours;
     let collected = collect(
         child,
         pidfd.as_ref(),
@@ -1034,6 +1051,7 @@ fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
         killed: collected.killed,
         started,
         built_ahead: false,
+        secrets_watched: false,
     })
 }
 
@@ -1083,6 +1101,11 @@ enum BuilderMessage {
     Ready {
         masks: Vec<crate::setup::Mask>,
         ids: Vec<(PathBuf, Option<PathId>)>,
+        /// The watches that keep the masks' walk valid (`walkwatch::trace`: watch descriptors
+        /// in the helper's inotify instance, each with its filter); `None`: the walk is done
+        /// again at `Run`.
+        #[serde(default)]
+        watch: Option<Vec<(i32, crate::walkwatch::Filter)>>,
     },
     /// Not built (the first message), or the run's answer (the second).
     Reply(HelperReply),
@@ -1111,6 +1134,8 @@ struct Whole {
     /// masks it mounted and the identities of the paths it was built on.
     masks: Vec<crate::setup::Mask>,
     ids: Vec<(PathBuf, Option<PathId>)>,
+    /// What keeps the masks' walk valid until `Run`, when the builder could watch all it read.
+    watch: Option<crate::walkwatch::Watch>,
 }
 
 /// Fork the builder of [`Whole`] for `request`. `None` (nothing forked) when the request is not
@@ -1129,6 +1154,8 @@ fn build_whole(request: HelperRequest, prep: Prepared) -> (Prepared, Option<Whol
     let Ok(lines) = ours.try_clone() else {
         return (prep, None);
     };
+    // The builder adds its watches to this instance; we read their events at `Run`.
+    let mut inotify = crate::walkwatch::instance();
     let helper = nix::unistd::getpid();
     // SAFETY: the helper is single-threaded here (no thread was started yet), so the child may
     // run arbitrary code after fork.
@@ -1136,7 +1163,7 @@ fn build_whole(request: HelperRequest, prep: Prepared) -> (Prepared, Option<Whol
         Ok(nix::unistd::ForkResult::Child) => {
             drop((ours, lines, mountinfo));
             let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                builder_main(&request, prep, theirs, helper)
+                builder_main(&request, prep, theirs, helper, inotify.take())
             }))
             .unwrap_or(101);
             // SAFETY: _exit skips destructors that belong to the helper (its lock, its pipes).
@@ -1159,12 +1186,16 @@ fn build_whole(request: HelperRequest, prep: Prepared) -> (Prepared, Option<Whol
         keep,
         masks: Vec::new(),
         ids: Vec::new(),
+        watch: None,
     };
     // Built (the identities read once pid 1 had built it), or torn down now.
     match whole.next() {
-        Some(BuilderMessage::Ready { masks, ids }) => {
+        Some(BuilderMessage::Ready { masks, ids, watch }) => {
             whole.masks = masks;
             whole.ids = ids;
+            whole.watch = inotify
+                .zip(watch)
+                .map(|(fd, table)| crate::walkwatch::Watch::new(fd, table));
             (prep, Some(whole))
         }
         _ => {
@@ -1180,6 +1211,7 @@ fn builder_main(
     mut prep: Prepared,
     link: OwnedFd,
     helper: nix::unistd::Pid,
+    inotify: Option<OwnedFd>,
 ) -> i32 {
     // The helper's lock stays the helper's (dropping our copy would release it).
     std::mem::forget(prep.lock.take());
@@ -1212,6 +1244,15 @@ fn builder_main(
         .chain(request.mirror.iter().map(|m| m.keep.clone()))
         .collect();
     let before = path_ids(roots.iter().cloned());
+    // The masks' walk watched (`walkwatch`): walked once to learn what it reads, every
+    // directory that depends on watched, then walked again by `build` (the masks mounted), whose
+    // reads must all be watched ones. Our copy of the instance goes: the helper reads it.
+    let traced = inotify.and_then(|fd| {
+        let (found, mut reads) = SecretWalk::inline(cfg).finish().ok()?;
+        masks_for(cfg, found, &mut reads).ok()?;
+        let reads = reads?;
+        crate::walkwatch::trace(&fd, &reads).map(|table| (reads, table))
+    });
     let mut built = match build(request, prep, None) {
         Ok(built) => built,
         Err(e) => {
@@ -1258,9 +1299,17 @@ fn builder_main(
         }));
         return 1;
     }
+    let watch = traced.and_then(|(watched, table)| {
+        built
+            .reads
+            .as_ref()
+            .is_some_and(|read| read.within(&watched))
+            .then_some(table)
+    });
     if !say(&BuilderMessage::Ready {
         masks: built.masks.clone(),
         ids,
+        watch,
     }) {
         return 1;
     }
@@ -1353,8 +1402,10 @@ impl Whole {
 
     /// Serve `req` with the mirror built ahead, re-checked first: the request is the one it
     /// was built for ([`Whole::same_run`]); the host's mount table has not changed since
-    /// before the builder copied it; the secret walk, redone now on the host (on a thread,
-    /// while the rest is checked), gives exactly the masks it mounted, placeholders included;
+    /// before the builder copied it; the secret walk gives exactly the masks it mounted,
+    /// placeholders included — kept valid by the builder's watch when no event since could
+    /// have changed it (`walkwatch`), else redone now on the host (on a thread, while the rest
+    /// is checked);
     /// every path it was built on (each overlay's target, each mask, the kept dir, every
     /// directory above them) is still the same file (device, inode, type, mode, owner, group)
     /// — an overlay keeps what it looked up, and a mount on the host tree follows its
@@ -1368,13 +1419,22 @@ impl Whole {
         req: &HelperRequest,
         started: crate::clock::Stamp,
         passed: Vec<OwnedFd>,
+        held: &mut Held,
     ) -> Result<HelperReply, Vec<OwnedFd>> {
+        // The watch goes only after our answer, whatever happens here (`Held`).
+        held.watch = self.watch.take();
         if !self.same_run(req) {
             self.tear_down();
             return Err(passed);
         }
-        // The walk on its thread while this one checks the mount table and the identities.
-        let walk = SecretWalk::start(&req.config);
+        // The walk's watch read, or the walk on its thread while this one checks the mount
+        // table and the identities.
+        let cfg = &req.config;
+        let watched = held
+            .watch
+            .as_ref()
+            .is_some_and(|w| !w.changed(cfg.home.as_deref(), &cfg.secret_paths));
+        let walk = (!watched).then(|| SecretWalk::start(cfg, false));
         // In the same poll: the builder's socket, on which it says nothing until the command
         // came, so anything to read is its end (it ends when its pid 1 did: killed meanwhile).
         let mut table = [
@@ -1391,14 +1451,15 @@ impl Whole {
             });
         let builder_gone = !polled || happened(&table[1]);
         let same_paths = path_ids(self.ids.iter().map(|(p, _)| p.clone())) == self.ids;
-        let masks = walk
-            .finish()
-            .ok()
-            .and_then(|found| masks_for(&req.config, found).ok());
-        let fresh = !mounts_changed
-            && !builder_gone
-            && same_paths
-            && masks.is_some_and(|now| now == self.masks);
+        let same_masks = match walk {
+            None => true,
+            Some(walk) => walk
+                .finish()
+                .ok()
+                .and_then(|(found, _)| masks_for(cfg, found, &mut None).ok())
+                .is_some_and(|now| now == self.masks),
+        };
+        let fresh = !mounts_changed && !builder_gone && same_paths && same_masks;
         if !fresh {
             self.tear_down();
             return Err(passed);
@@ -1423,6 +1484,12 @@ impl Whole {
         let sent = crate::init::send_go(&self.link, &[out.as_raw_fd(), err.as_raw_fd()], &go);
         drop((out, err));
         let reply = match (sent, self.next()) {
+            (Ok(()), Some(BuilderMessage::Reply(HelperReply::Done(raw)))) => {
+                HelperReply::Done(RawRun {
+                    secrets_watched: watched,
+                    ..raw
+                })
+            }
             (Ok(()), Some(BuilderMessage::Reply(reply))) => reply,
             _ => failed(
                 "sandbox setup",
@@ -1758,44 +1825,73 @@ impl UpperGuard {
 /// helper builds the scratch tree, joined before pid 1 is forked ([`SecretWalk::finish`]); inline
 /// when no thread could be started.
 enum SecretWalk {
-    Off,
-    Thread(std::thread::JoinHandle<std::io::Result<Vec<PathBuf>>>),
-    Inline(PathBuf, Option<PathBuf>, Vec<String>),
+    Off(Option<Reads>),
+    Thread(std::thread::JoinHandle<Walked>),
+    Inline(PathBuf, Option<PathBuf>, Vec<String>, Option<Reads>),
 }
 
+/// A secret walk's paths, and what it read when asked to record it (`walkwatch`).
+type Walked = (std::io::Result<Vec<PathBuf>>, Option<Reads>);
+
 impl SecretWalk {
-    fn start(cfg: &RunConfig) -> SecretWalk {
+    /// The walk for `cfg`, its reads recorded when `record`.
+    fn start(cfg: &RunConfig, record: bool) -> SecretWalk {
         if !cfg.mask_secrets {
-            return SecretWalk::Off;
+            return SecretWalk::Off(record.then(Reads::default));
         }
         let (ws, home, extra) = (
             cfg.workspace.clone(),
             cfg.home.clone(),
             cfg.secret_paths.clone(),
         );
+        let reads = record.then(Reads::default);
         let (ws2, home2, extra2) = (ws.clone(), home.clone(), extra.clone());
+        let mut reads2 = reads.clone();
         match std::thread::Builder::new()
             .name("secret-walk".into())
-            .spawn(move || crate::secrets::secret_masks(home2.as_deref(), &ws2, &extra2))
-        {
+            .spawn(move || {
+                let found = crate::secrets::secret_masks_reading(
+                    home2.as_deref(),
+                    &ws2,
+                    &extra2,
+                    &mut reads2,
+                );
+                (found, reads2)
+            }) {
             Ok(handle) => SecretWalk::Thread(handle),
-            Err(_) => SecretWalk::Inline(ws, home, extra),
+            Err(_) => SecretWalk::Inline(ws, home, extra, reads),
         }
     }
 
-    /// The masks (`None`: secrets are not masked in this run); the thread is gone on return.
-    fn finish(self) -> Result<Option<Vec<PathBuf>>, HelperError> {
-        let found = match self {
-            SecretWalk::Off => return Ok(None),
+    /// The walk for `cfg` on this thread, its reads recorded.
+    fn inline(cfg: &RunConfig) -> SecretWalk {
+        if !cfg.mask_secrets {
+            return SecretWalk::Off(Some(Reads::default()));
+        }
+        SecretWalk::Inline(
+            cfg.workspace.clone(),
+            cfg.home.clone(),
+            cfg.secret_paths.clone(),
+            Some(Reads::default()),
+        )
+    }
+
+    /// The masks (`None`: secrets are not masked in this run) and the walk's reads (`None`
+    /// unless recorded); the thread is gone on return.
+    fn finish(self) -> Result<(Option<Vec<PathBuf>>, Option<Reads>), HelperError> {
+        let (found, reads) = match self {
+            SecretWalk::Off(reads) => return Ok((None, reads)),
             SecretWalk::Thread(handle) => handle
                 .join()
                 .map_err(|_| HelperError::Invalid("secret masks: the walk failed".into()))?,
-            SecretWalk::Inline(ws, home, extra) => {
-                crate::secrets::secret_masks(home.as_deref(), &ws, &extra)
+            SecretWalk::Inline(ws, home, extra, mut reads) => {
+                let found =
+                    crate::secrets::secret_masks_reading(home.as_deref(), &ws, &extra, &mut reads);
+                (found, reads)
             }
         };
         found
-            .map(Some)
+            .map(|found| (Some(found), reads))
             .map_err(|e| HelperError::Invalid(format!("secret masks: {e}")))
     }
 }
@@ -1807,12 +1903,18 @@ impl SecretWalk {
 fn masks_for(
     cfg: &RunConfig,
     secrets: Option<Vec<PathBuf>>,
+    reads: &mut Option<Reads>,
 ) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
     // (path, is a secret mask): only secret masks yield to the entry's `unmask` paths.
     let mut paths: Vec<(PathBuf, bool)> = cfg.masks.iter().map(|p| (p.clone(), false)).collect();
     // The unmasked paths as spelled and where their links lead (the secret masks are resolved).
     let mut unmask = cfg.unmask.clone();
+    if let Some(r) = reads.as_mut() {
+        for u in &cfg.unmask {
+            r.resolve(u, true);
+        }
+    }
     unmask.extend(
         cfg.unmask
             .iter()
@@ -1855,13 +1957,19 @@ fn masks_for(
             )));
         }
         let kept = if *secret { &keep_unmasked } else { &keep };
-        mask_around(path, kept, &mut split)?;
+        mask_around(path, kept, &mut split, reads)?;
     }
     for path in split {
+        if let Some(r) = reads.as_mut() {
+            r.resolve(&path, false);
+        }
         match std::fs::symlink_metadata(&path) {
             Ok(m) => out.push(crate::setup::Mask {
                 dir: m.is_dir(),
                 entries: if m.is_dir() && placeholder_ok(&path) {
+                    if let Some(r) = reads.as_mut() {
+                        r.list(&path, Listed::All);
+                    }
                     placeholders(&path)
                 } else {
                     Vec::new()
@@ -1898,13 +2006,21 @@ fn placeholders(dir: &Path) -> Vec<(String, bool)> {
 /// them, else each of its entries the same way (a kept path itself is left out, and so is a
 /// symbolic link among the entries: a mount on it would land on its target, which may be the
 /// kept path). A missing path adds nothing.
-fn mask_around(path: &Path, keep: &[&Path], out: &mut Vec<PathBuf>) -> Result<(), HelperError> {
+fn mask_around(
+    path: &Path,
+    keep: &[&Path],
+    out: &mut Vec<PathBuf>,
+    reads: &mut Option<Reads>,
+) -> Result<(), HelperError> {
     if keep.contains(&path) {
         return Ok(());
     }
     if !keep.iter().any(|k| k.starts_with(path)) {
         out.push(path.to_path_buf());
         return Ok(());
+    }
+    if let Some(r) = reads.as_mut() {
+        r.list(path, Listed::All);
     }
     let entries = match std::fs::read_dir(path) {
         Ok(entries) => entries,
@@ -1919,7 +2035,7 @@ fn mask_around(path: &Path, keep: &[&Path], out: &mut Vec<PathBuf>) -> Result<()
             .map_err(|e| HelperError::State(child.clone(), e))?
             .is_symlink();
         if !is_link {
-            mask_around(&child, keep, out)?;
+            mask_around(&child, keep, out, reads)?;
         }
     }
     Ok(())

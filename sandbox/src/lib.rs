@@ -43,6 +43,7 @@ pub mod syscall;
 pub mod tracked;
 pub mod trash;
 pub mod verdict;
+pub mod walkwatch;
 
 pub use config::{default_protected, HelperCommand, Limits, RunAs, RunConfig};
 pub use helper::helper_main;

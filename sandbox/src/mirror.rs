@@ -118,6 +118,9 @@ pub struct Finished {
     /// The run's mirror was built ahead of it, by the warm helper (checked at the run to be
     /// the one a mirror built then would be), not when it started.
     pub built_ahead: bool,
+    /// Its mirror's secret walk was kept valid by a watch since the mirror was built
+    /// (`walkwatch`), not done again when the run started.
+    pub secrets_watched: bool,
 }
 
 impl Finished {
@@ -725,13 +728,15 @@ impl MirrorRun {
                 return Err(SandboxError::Helper("kept run metadata".into(), e));
             }
         }
-        let (killed, built_ahead) = (raw.killed, raw.built_ahead);
+        let (killed, built_ahead, secrets_watched) =
+            (raw.killed, raw.built_ahead, raw.secrets_watched);
         let run = judge(&self.config, raw, true);
         Ok(Finished {
             run,
             killed,
             kept,
             built_ahead,
+            secrets_watched,
         })
     }
 }

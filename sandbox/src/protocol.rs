@@ -148,6 +148,10 @@ pub struct RawRun {
     /// The run ran in a mirror built ahead of it (`helper::Whole`), not one built at `Run`.
     #[serde(default)]
     pub built_ahead: bool,
+    /// The secret walk of a mirror built ahead was kept valid by its watch (`walkwatch`), not
+    /// done again at `Run`.
+    #[serde(default)]
+    pub secrets_watched: bool,
 }
 
 /// What a mirror built ahead waits for (`helper::Whole`): the command and what comes with it,

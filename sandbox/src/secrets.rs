@@ -15,6 +15,7 @@
 //! Not covered: a secret path created on the host while the run is running (the mask list is fixed
 //! when the mirror is built), and anything under `/proc`, `/sys`, `/dev` (the mirror has its own).
 
+use crate::walkwatch::{Listed, Reads};
 use cmdgate_policy::secrets::{Category, SecretPaths, SECRET_PATTERNS, SECRET_TABLE};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -36,56 +37,108 @@ pub fn secret_masks(
     workspace: &Path,
     extra: &[String],
 ) -> io::Result<Vec<PathBuf>> {
+    secret_masks_reading(home, workspace, extra, &mut None)
+}
+
+/// The names the walk calls secret: in the home directory (every non-anchored pattern of the
+/// table and the operator's), and in the workspace's directories (environment files, and the
+/// operator's name patterns). Also what tells whether a change `walkwatch` reports matters.
+pub struct Names {
+    home: Option<SecretPaths>,
+    env: SecretPaths,
+}
+
+impl Names {
+    pub fn new(home: Option<&Path>, extra: &[String]) -> Names {
+        let home_str = home.map(|h| h.to_string_lossy().into_owned());
+        let names: Vec<&str> = SECRET_PATTERNS
+            .iter()
+            .copied()
+            .chain(extra.iter().map(String::as_str))
+            .filter(|p| !(p.starts_with("~/") || p.starts_with('/')))
+            .collect();
+        let env_names: Vec<&str> = SECRET_TABLE
+            .iter()
+            .filter(|e| e.category == Category::EnvFiles)
+            .map(|e| e.pattern)
+            .filter(|p| !p.starts_with(['~', '/']))
+            .chain(
+                extra
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|p| !p.starts_with(['~', '/'])),
+            )
+            .collect();
+        Names {
+            home: home_str.as_deref().map(|h| SecretPaths::new(&names, h)),
+            env: SecretPaths::new(&env_names, home_str.as_deref().unwrap_or("/")),
+        }
+    }
+
+    /// A name the walk masks in the home directory.
+    pub fn home_secret(&self, name: &str) -> bool {
+        self.home.as_ref().is_some_and(|h| h.secret_name(name))
+    }
+
+    /// A name the walk masks in the workspace, at any depth.
+    pub fn env_secret(&self, name: &str) -> bool {
+        self.env.secret_name(name)
+    }
+}
+
+/// [`secret_masks`], recording in `reads` (when given) each path it resolved and each directory
+/// it listed, for `walkwatch`.
+pub fn secret_masks_reading(
+    home: Option<&Path>,
+    workspace: &Path,
+    extra: &[String],
+    reads: &mut Option<Reads>,
+) -> io::Result<Vec<PathBuf>> {
     let home_str = home.map(|h| h.to_string_lossy().into_owned());
     let mut candidates: Vec<PathBuf> = Vec::new();
     let patterns = SECRET_PATTERNS
         .iter()
         .copied()
         .chain(extra.iter().map(String::as_str));
-    let mut names: Vec<&str> = Vec::new();
     for pattern in patterns {
-        if !(pattern.starts_with("~/") || pattern.starts_with('/')) {
-            names.push(pattern);
-        } else if let Some(abs) = anchored(pattern, home_str.as_deref()) {
-            expand(&abs, &mut candidates)?;
+        if pattern.starts_with("~/") || pattern.starts_with('/') {
+            if let Some(abs) = anchored(pattern, home_str.as_deref()) {
+                expand(&abs, &mut candidates, reads)?;
+            }
         }
     }
+    let names = Names::new(home, extra);
     // Secret file names directly in the home directory (`~/.netrc`, `~/.pypirc`).
-    if let (Some(home), Some(h)) = (home, &home_str) {
-        let all = SecretPaths::new(&names, h);
+    if let Some(home) = home {
+        if let Some(r) = reads {
+            r.list(home, Listed::Home);
+        }
         for (path, name) in entries(home)? {
-            if all.secret_name(&name) {
+            if names.home_secret(&name) {
                 candidates.push(path);
             }
         }
     }
     // The workspace's environment files, and the operator's own name patterns, at any depth.
-    let env_names: Vec<&str> = SECRET_TABLE
-        .iter()
-        .filter(|e| e.category == Category::EnvFiles)
-        .map(|e| e.pattern)
-        .filter(|p| !p.starts_with(['~', '/']))
-        .chain(
-            extra
-                .iter()
-                .map(String::as_str)
-                .filter(|p| !p.starts_with(['~', '/'])),
-        )
-        .collect();
-    let env = SecretPaths::new(&env_names, home_str.as_deref().unwrap_or("/"));
-    env_files(workspace, &env, &mut candidates)?;
+    env_files(workspace, &names.env, &mut candidates, reads)?;
 
     // Where the mirror shows each path: symlinks resolved on the host, then put back under the
     // workspace / home path the mirror mounts its overlays at (they may be spelled through a link).
-    let mut roots = vec![(canonical_or_same(workspace)?, workspace.to_path_buf())];
+    let mut roots = vec![(
+        canonical_or_same(workspace, reads)?,
+        workspace.to_path_buf(),
+    )];
     if let Some(home) = home {
-        roots.push((canonical_or_same(home)?, home.to_path_buf()));
+        roots.push((canonical_or_same(home, reads)?, home.to_path_buf()));
     }
     let mut out: Vec<PathBuf> = Vec::new();
     for c in candidates {
         // Before resolving: `/proc/<pid>/cwd` resolves to a process's working directory.
         if pseudo(&c) {
             continue;
+        }
+        if let Some(r) = reads {
+            r.resolve(&c, true);
         }
         let real = match std::fs::canonicalize(&c) {
             Ok(p) => p,
@@ -129,7 +182,10 @@ fn anchored(pattern: &str, home: Option<&str>) -> Option<PathBuf> {
     (!pseudo(&abs)).then_some(abs)
 }
 
-fn canonical_or_same(p: &Path) -> io::Result<PathBuf> {
+fn canonical_or_same(p: &Path, reads: &mut Option<Reads>) -> io::Result<PathBuf> {
+    if let Some(r) = reads {
+        r.resolve(p, true);
+    }
     match std::fs::canonicalize(p) {
         Ok(c) => Ok(c),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(p.to_path_buf()),
@@ -146,7 +202,12 @@ fn canonical_or_same(p: &Path) -> io::Result<PathBuf> {
 /// are held only along the path being walked (a pending directory holds its parent's fd).
 /// A directory that is gone, or is no longer a directory (replaced by a link meanwhile), when it
 /// is opened is skipped, as a missing one always was; any other error refuses the run.
-fn env_files(workspace: &Path, env: &SecretPaths, out: &mut Vec<PathBuf>) -> io::Result<()> {
+fn env_files(
+    workspace: &Path,
+    env: &SecretPaths,
+    out: &mut Vec<PathBuf>,
+    reads: &mut Option<Reads>,
+) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     use std::rc::Rc;
     let gone = |e: Errno| matches!(e, Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP);
@@ -164,6 +225,9 @@ fn env_files(workspace: &Path, env: &SecretPaths, out: &mut Vec<PathBuf>) -> io:
         vec![(Rc::new(root), None, workspace.to_path_buf())];
     let mut buf = vec![0u8; 32 * 1024];
     while let Some((fd, name, dir)) = stack.pop() {
+        if let Some(r) = reads.as_mut() {
+            r.list(&dir, Listed::Env);
+        }
         let fd = match name {
             None => fd,
             Some(name) => match crate::commit::fsx::open_dir_at(&*fd, &name) {
@@ -287,13 +351,16 @@ fn typed_entries(dir: &Path) -> io::Result<Vec<(PathBuf, String, bool)>> {
 }
 
 /// Every existing path matching the absolute pattern `abs` (`*` and `?` within a component).
-fn expand(abs: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+fn expand(abs: &Path, out: &mut Vec<PathBuf>, reads: &mut Option<Reads>) -> io::Result<()> {
     let mut partial = vec![PathBuf::from("/")];
     for comp in abs.components().skip(1) {
         let comp = comp.as_os_str().to_string_lossy();
         let mut next = Vec::new();
         for base in &partial {
             if comp.contains(['*', '?']) {
+                if let Some(r) = reads.as_mut() {
+                    r.list(base, Listed::All);
+                }
                 for (path, name) in entries(base)? {
                     if wildcard(comp.as_bytes(), name.as_bytes()) {
                         next.push(path);
@@ -304,6 +371,11 @@ fn expand(abs: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
             }
         }
         partial = next;
+    }
+    if let Some(r) = reads.as_mut() {
+        for p in &partial {
+            r.resolve(p, false);
+        }
     }
     out.extend(
         partial

@@ -799,6 +799,7 @@ fn run_detail(
         "killed": finished.killed,
         "duration_ms": started.elapsed().as_millis() as u64,
         "built_ahead": finished.built_ahead,
+        "secrets_watched": finished.secrets_watched,
         "clean": tr.clean,
         "why": tr.why,
         "effects": tr.effects,

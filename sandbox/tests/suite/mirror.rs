@@ -580,6 +580,32 @@ fn ahead_run(config: &RunConfig, cmd: &MirrorCommand) -> (String, Finished) {
     }
 }
 
+/// [`ahead_run`] with `change` made between the preparation and the run: again while the
+/// mirror built ahead was not used or its secret walk's watch did not hold, at most five times
+/// — the watch counts any change another process of the machine makes to a name the walk read
+/// (`/etc/ssh`, `/run/user` are listed whole), and a test cannot tell those apart; what is
+/// tested is that an unrelated change does not end it.
+fn ahead_run_after(
+    config: &RunConfig,
+    change: &dyn Fn(),
+    cmd: &MirrorCommand,
+) -> (String, Finished) {
+    for _ in 0..4 {
+        let warm = mirror::Warm::new();
+        warm.fill(config).expect("prepare a helper");
+        change();
+        let (stdout, fin) = warm_run(&warm, config, cmd);
+        if fin.built_ahead && fin.secrets_watched {
+            return (stdout, fin);
+        }
+        fin.kept.discard().expect("discard");
+    }
+    let warm = mirror::Warm::new();
+    warm.fill(config).expect("prepare a helper");
+    change();
+    warm_run(&warm, config, cmd)
+}
+
 #[test]
 fn a_workspace_overlay_made_ahead_serves_only_its_workspace_as_it_is_at_the_run() {
     use std::os::unix::fs::PermissionsExt;
@@ -686,9 +712,9 @@ fn a_mirror_built_ahead_runs_the_command_given_at_the_run() {
     );
     cmd.cwd = env.ws.join("sub");
     cmd.env.push(("MARK".into(), "given-at-the-run".into()));
-    let (stdout, fin) = ahead_run(&config, &cmd);
+    let (stdout, fin) = ahead_run_after(&config, &|| {}, &cmd);
     assert!(
-        fin.built_ahead,
+        fin.built_ahead && fin.secrets_watched,
         "the mirror was built at the run: {:?}",
         fin.run
     );
@@ -736,6 +762,29 @@ fn a_mirror_built_ahead_is_rebuilt_after_any_change_since() {
     let (out, fin) = ahead_run(&config, &cmd);
     assert!(fin.built_ahead, "{:?}", fin.run);
     assert_eq!(out, "end\n", "{:?}", fin.run);
+    fin.kept.discard().expect("discard");
+
+    // An ordinary file edited in the workspace, another made in the home, after the
+    // preparation: nothing the secret walk read changed, its watch holds (the walk is not
+    // done again) and the mirror built ahead serves the run, with what the host holds now.
+    let edited = || {
+        env.write("notes.txt", "edited\n");
+        std::fs::write(env.home.join("notes"), "home notes\n").expect("write home notes");
+    };
+    let (out, fin) = ahead_run_after(&config, &edited, &command(&env, "cat notes.txt ~/notes"));
+    assert!(fin.built_ahead && fin.secrets_watched, "{:?}", fin.run);
+    assert_eq!(out, "edited\nhome notes\n", "{:?}", fin.run);
+    fin.kept.discard().expect("discard");
+
+    // A secret file made in a directory created after the preparation (not watched itself: its
+    // creation is the event).
+    let deeper = || {
+        std::fs::create_dir(env.ws.join("deeper")).expect("mkdir deeper");
+        env.write("deeper/.env", "TOKEN=deeper\n");
+    };
+    let (out, fin) = run(&config, &deeper, "cat deeper/.env; echo end");
+    assert_eq!(out, "end\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead);
     fin.kept.discard().expect("discard");
 
     // A secret file created in the workspace after the preparation.
