@@ -31,8 +31,11 @@
 //! `RUNS_BENCH_GAP_MS=N` waits N ms, untimed, before every call, as an agent's turn does between
 //! two Bash calls: what the daemon prepares after a run — the next run's whole mirror, built ahead
 //! — is then ready, as in a session, instead of racing the bench's next call).
+//! `RUNS_BENCH_DIRS=N` adds N directories to each project (a larger tree for the secret walk).
 //! After each row it prints how many of the mirrored runs used a mirror built ahead (the run's
-//! audit detail, `built_ahead`); that count needs the commit read-back.
+//! audit detail, `built_ahead`), and of those how many kept the mirror's secret walk by its
+//! watch instead of walking again at the run (`secrets_watched`); the counts need the commit
+//! read-back.
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -142,9 +145,15 @@ impl Bench {
     }
 
     /// The commit time of the newest mirrored run (its audit row's `commit.duration`), which
-    /// must be a run of `command`, and whether its mirror was built ahead (`built_ahead`; `None`
-    /// from a daemon that does not record it).
-    fn last_commit(&self, cmdgate: &Path, proj: &Path, command: &str) -> (Duration, Option<bool>) {
+    /// must be a run of `command`, whether its mirror was built ahead (`built_ahead`; `None`
+    /// from a daemon that does not record it), and whether that mirror's secret walk was kept
+    /// valid by its watch instead of done again (`secrets_watched`).
+    fn last_commit(
+        &self,
+        cmdgate: &Path,
+        proj: &Path,
+        command: &str,
+    ) -> (Duration, Option<bool>, bool) {
         let mut cmd = self.command(cmdgate, proj);
         cmd.args(["runs", "--json"]);
         let out = run(&mut cmd, "cmdgate runs --json");
@@ -166,7 +175,11 @@ impl Bench {
                 .unwrap_or_else(|| panic!("no commit time: {detail}")),
             d["nanos"].as_u64().unwrap_or(0) as u32,
         );
-        (took, detail["built_ahead"].as_bool())
+        (
+            took,
+            detail["built_ahead"].as_bool(),
+            detail["secrets_watched"].as_bool() == Some(true),
+        )
     }
 
     fn bash(&self, proj: &Path, command: &str) {
@@ -417,6 +430,17 @@ fn main() {
     let mirrored = project(dir.path(), "mirrored", false, &setup, &cmdgate, &cargo);
     let bare = project(dir.path(), "bare", false, &setup, &cmdgate, &cargo);
     setup.calls = 0;
+    // A larger project: `RUNS_BENCH_DIRS=N` more directories in each timed project, 50 to a
+    // parent (`tree/dK/eJ`), for what a mirrored run's secret walk costs with the tree's size.
+    let extra_dirs: usize = std::env::var("RUNS_BENCH_DIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    for proj in [&direct, &mirrored, &bare] {
+        for k in 0..extra_dirs {
+            std::fs::create_dir_all(proj.join(format!("tree/d{}/e{}", k / 50, k % 50))).unwrap();
+        }
+    }
 
     let mut cmd = b.command(&cmdgated, dir.path());
     let log = std::fs::File::create(p("daemon.log")).unwrap();
@@ -450,7 +474,7 @@ fn main() {
         // Per mirrored call: its own commit time, and the call less it.
         let (mut commits, mut less_commit) = (Vec::new(), Vec::new());
         // Of the mirrored runs: built ahead, and whether the daemon said at all.
-        let (mut ahead, mut recorded) = (0, true);
+        let (mut ahead, mut watched, mut recorded) = (0, 0, true);
         let order = [Path3::Bare, Path3::Direct, Path3::Mirrored];
         for round in 0..n + warmup {
             for k in 0..3 {
@@ -471,8 +495,9 @@ fn main() {
                 if round >= warmup {
                     times[path as usize].push(t);
                     if path == Path3::Mirrored && read_commits {
-                        let (c, built_ahead) = b.last_commit(&cmdgate, proj, command);
+                        let (c, built_ahead, watched_walk) = b.last_commit(&cmdgate, proj, command);
                         ahead += usize::from(built_ahead == Some(true));
+                        watched += usize::from(watched_walk);
                         recorded &= built_ahead.is_some();
                         commits.push(c);
                         less_commit.push(t.saturating_sub(c));
@@ -507,7 +532,9 @@ fn main() {
         );
         if read_commits && paths.contains(&Path3::Mirrored) {
             rows_ahead.push(match recorded {
-                true => format!("`{command}`: {ahead} of {n}"),
+                true => format!(
+                    "`{command}`: {ahead} of {n} (the secret walk kept by its watch: {watched})"
+                ),
                 false => format!("`{command}`: not recorded by this daemon"),
             });
         }
