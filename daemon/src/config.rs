@@ -195,7 +195,7 @@ pub struct SandboxConfig {
     pub timeout_ms: u64,
     pub memory_bytes: u64,
     pub pids: u64,
-    /// Thousandths of one CPU.
+    /// Thousandths of one CPU; 0 (the default): no quota, every CPU as on the host.
     pub cpu_millis: u64,
     pub scratch_bytes: u64,
     /// Run bookkeeping (mount points, locks); default `<data dir>/sandbox`.

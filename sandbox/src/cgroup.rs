@@ -169,19 +169,22 @@ impl RunCgroup {
                     }
                 }
                 ("pids", _) => write(dir, "pids.max", limits.pids.to_string())?,
+                // 0: no quota, every CPU as on the host (the run is the real run).
                 ("cpu", Flavor::V1) => {
                     write(dir, "cpu.cfs_period_us", "100000".into())?;
-                    write(
-                        dir,
-                        "cpu.cfs_quota_us",
-                        (limits.cpu_millis * 100).to_string(),
-                    )?;
+                    let quota = match limits.cpu_millis {
+                        0 => "-1".to_string(),
+                        millis => (millis * 100).to_string(),
+                    };
+                    write(dir, "cpu.cfs_quota_us", quota)?;
                 }
-                ("cpu", Flavor::V2) => write(
-                    dir,
-                    "cpu.max",
-                    format!("{} 100000", limits.cpu_millis * 100),
-                )?,
+                ("cpu", Flavor::V2) => {
+                    let quota = match limits.cpu_millis {
+                        0 => "max".to_string(),
+                        millis => (millis * 100).to_string(),
+                    };
+                    write(dir, "cpu.max", format!("{quota} 100000"))?;
+                }
                 _ => {}
             }
         }
@@ -313,4 +316,37 @@ pub fn remove_dirs<'a>(dirs: impl Iterator<Item = &'a Path>) -> bool {
         all_gone &= !dir.exists();
     }
     all_gone
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The CPU quota the run's cgroup has: `None` for none.
+    fn quota(cg: &RunCgroup) -> Option<u64> {
+        let (_, flavor, dir) = cg.dirs.iter().find(|(c, _, _)| c == "cpu").expect("cpu");
+        let text = match flavor {
+            Flavor::V1 => std::fs::read_to_string(dir.join("cpu.cfs_quota_us")),
+            Flavor::V2 => std::fs::read_to_string(dir.join("cpu.max")),
+        }
+        .expect("read the quota");
+        let first = text.split_whitespace().next().expect("a value");
+        (first != "-1" && first != "max").then(|| first.parse().expect("a number"))
+    }
+
+    /// A run gets every CPU by default (it is the real run: a build in the mirror must not take
+    /// twice as long on two CPUs); a configured share is its quota.
+    #[test]
+    fn no_cpu_quota_by_default_and_a_configured_share_is_one() {
+        let cg = RunCgroup::create(&format!("test-cpu-{}", std::process::id())).expect("create");
+        cg.set_limits(&Limits {
+            cpu_millis: 500,
+            ..Limits::default()
+        })
+        .expect("limits");
+        assert_eq!(quota(&cg), Some(50_000));
+        cg.set_limits(&Limits::default()).expect("limits");
+        assert_eq!(quota(&cg), None);
+        assert!(cg.remove());
+    }
 }

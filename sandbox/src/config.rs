@@ -35,7 +35,8 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Maximum number of tasks in the run's pids cgroup (stops fork bombs).
     pub pids: u64,
-    /// CPU share as a fraction of one CPU in thousandths (1000 = one full CPU).
+    /// CPU share as a fraction of one CPU in thousandths (1000 = one full CPU); 0, the default,
+    /// sets no quota: the run has every CPU, as the command would on the host.
     pub cpu_millis: u64,
     /// Size of the scratch tmpfs holding every upper dir and /tmp (copy-up is whole-file).
     pub scratch_bytes: u64,
@@ -59,7 +60,7 @@ impl Default for Limits {
             timeout: Duration::from_secs(60),
             memory_bytes: 2 << 30,
             pids: 512,
-            cpu_millis: 1000,
+            cpu_millis: 0,
             scratch_bytes: 1 << 30,
             output_bytes: 64 << 10,
             upper_bytes: default_upper_bytes(),
