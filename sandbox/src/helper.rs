@@ -12,7 +12,7 @@ use crate::protocol::{
     HelperReply, HelperRequest, InitMessage, MirrorSpec, OverlayAhead, ParentMessage, RawRun,
 };
 use crate::setup::{MadeAhead, MountPlan, OverlayMount, ScratchBind};
-use crate::walkwatch::{Listed, Reads};
+use crate::walkwatch::{Listed, Tracer};
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
 use nix::mount::MsFlags;
@@ -622,7 +622,7 @@ fn run(
     passed: Vec<OwnedFd>,
     held: &mut Held,
 ) -> Result<RawRun, HelperError> {
-    let built = build(req, prep, Some((started, passed)))?;
+    let built = build(req, prep, Some((started, passed)), None)?;
     conclude(built, held)
 }
 
@@ -641,8 +641,9 @@ struct Built {
     premade: Vec<PathBuf>,
     /// The masks pid 1 mounts ([`MountPlan::masks`]).
     masks: Vec<crate::setup::Mask>,
-    /// What the secret walk of those masks read, when recorded (a mirror built ahead).
-    reads: Option<Reads>,
+    /// The watches that keep the walk of those masks valid (`walkwatch`), when it was watched
+    /// (a mirror built ahead) and all it read could be.
+    watch: Option<Vec<(i32, crate::walkwatch::Filter)>>,
     timeout: std::time::Duration,
     output_bytes: usize,
     /// The kept upper dirs and their limit ([`UpperGuard`]); the guard's baseline is read
@@ -659,11 +660,13 @@ struct Built {
 
 /// Build the run's mirror and fork its pid 1: the command given (`job`: the run's start and the
 /// fds passed with the `Run`), or, for a mirror built ahead ([`Whole`]), pid 1 waiting for it
-/// once the mirror is built (`Built::awaiting`).
+/// once the mirror is built (`Built::awaiting`). With an `inotify` instance (a mirror built
+/// ahead), the secret walk watches what it reads there (`walkwatch`, `Built::watch`).
 fn build(
     req: &HelperRequest,
     mut prep: Prepared,
     job: Option<(crate::clock::Stamp, Vec<OwnedFd>)>,
+    inotify: Option<OwnedFd>,
 ) -> Result<Built, HelperError> {
     let start = Instant::now();
     // The run's start, for the commit's "changed on the host after the run started": every
@@ -673,9 +676,6 @@ fn build(
     // the cautious side: a host change made during the setup counts as made after the start (a
     // conflict if the run changed the same path), never as one the run saw. A mirror built
     // ahead gets it with its command.
-    // A mirror built ahead records the walk's reads, for the watch that keeps it valid
-    // (`walkwatch`).
-    let record = job.is_none();
     let (started, mut passed) = match job {
         Some((started, passed)) => (started, Some(passed)),
         None => ([0, 0], None),
@@ -687,7 +687,7 @@ fn build(
     // The walk reads the host as the mounts will show it (the thread stays in the mount
     // namespace this process had at `Run`; ours differs only by the scratch tmpfs, in the
     // masked state dir).
-    let secret_walk = SecretWalk::start(cfg, record);
+    let secret_walk = SecretWalk::start(cfg, inotify.map(Tracer::new));
     let scratch = prep.scratch.clone();
     let mirror = req.mirror.as_ref();
     // Our own mount namespace, copied now (not when prepared: a warm helper may wait a long
@@ -795,8 +795,9 @@ fn build(
             }
         }
     }
-    let (found, mut reads) = secret_walk.finish()?;
-    let masks = masks_for(cfg, found, &mut reads)?;
+    let (found, mut tracer) = secret_walk.finish()?;
+    let masks = masks_for(cfg, found, &mut tracer)?;
+    let watch = tracer.and_then(Tracer::finish);
     let plan = MountPlan {
         new_root: root,
         scratch: scratch.clone(),
@@ -944,7 +945,7 @@ fn build(
         scratch_dirs: [tmp, run_dir, shm],
         premade,
         masks: plan.masks,
-        reads,
+        watch,
         timeout: cfg.limits.timeout,
         output_bytes: cfg.limits.output_bytes,
         upper,
@@ -1101,7 +1102,7 @@ enum BuilderMessage {
     Ready {
         masks: Vec<crate::setup::Mask>,
         ids: Vec<(PathBuf, Option<PathId>)>,
-        /// The watches that keep the masks' walk valid (`walkwatch::trace`: watch descriptors
+        /// The watches that keep the masks' walk valid (`walkwatch::Tracer`: watch descriptors
         /// in the helper's inotify instance, each with its filter); `None`: the walk is done
         /// again at `Run`.
         #[serde(default)]
@@ -1244,16 +1245,9 @@ fn builder_main(
         .chain(request.mirror.iter().map(|m| m.keep.clone()))
         .collect();
     let before = path_ids(roots.iter().cloned());
-    // The masks' walk watched (`walkwatch`): walked once to learn what it reads, every
-    // directory that depends on watched, then walked again by `build` (the masks mounted), whose
-    // reads must all be watched ones. Our copy of the instance goes: the helper reads it.
-    let traced = inotify.and_then(|fd| {
-        let (found, mut reads) = SecretWalk::inline(cfg).finish().ok()?;
-        masks_for(cfg, found, &mut reads).ok()?;
-        let reads = reads?;
-        crate::walkwatch::trace(&fd, &reads).map(|table| (reads, table))
-    });
-    let mut built = match build(request, prep, None) {
+    // The masks' walk watches what it reads (`walkwatch`) in our copy of the helper's inotify
+    // instance, which goes with the walk: the helper reads the events.
+    let mut built = match build(request, prep, None, inotify) {
         Ok(built) => built,
         Err(e) => {
             say(&BuilderMessage::Reply(failed("sandbox setup", &e)));
@@ -1299,13 +1293,7 @@ fn builder_main(
         }));
         return 1;
     }
-    let watch = traced.and_then(|(watched, table)| {
-        built
-            .reads
-            .as_ref()
-            .is_some_and(|read| read.within(&watched))
-            .then_some(table)
-    });
+    let watch = built.watch.take();
     if !say(&BuilderMessage::Ready {
         masks: built.masks.clone(),
         ids,
@@ -1434,7 +1422,7 @@ impl Whole {
             .watch
             .as_ref()
             .is_some_and(|w| !w.changed(cfg.home.as_deref(), &cfg.secret_paths));
-        let walk = (!watched).then(|| SecretWalk::start(cfg, false));
+        let walk = (!watched).then(|| SecretWalk::start(cfg, None));
         // In the same poll: the builder's socket, on which it says nothing until the command
         // came, so anything to read is its end (it ends when its pid 1 did: killed meanwhile).
         let mut table = [
@@ -1825,60 +1813,50 @@ impl UpperGuard {
 /// helper builds the scratch tree, joined before pid 1 is forked ([`SecretWalk::finish`]); inline
 /// when no thread could be started.
 enum SecretWalk {
-    Off(Option<Reads>),
+    Off(Option<Tracer>),
     Thread(std::thread::JoinHandle<Walked>),
-    Inline(PathBuf, Option<PathBuf>, Vec<String>, Option<Reads>),
+    Inline(PathBuf, Option<PathBuf>, Vec<String>, Option<Tracer>),
 }
 
 /// A secret walk's paths, and what it read when asked to record it (`walkwatch`).
-type Walked = (std::io::Result<Vec<PathBuf>>, Option<Reads>);
+type Walked = (std::io::Result<Vec<PathBuf>>, Option<Tracer>);
 
 impl SecretWalk {
-    /// The walk for `cfg`, its reads recorded when `record`.
-    fn start(cfg: &RunConfig, record: bool) -> SecretWalk {
+    /// The walk for `cfg`, watching what it reads when given a `tracer` (`walkwatch`).
+    fn start(cfg: &RunConfig, tracer: Option<Tracer>) -> SecretWalk {
         if !cfg.mask_secrets {
-            return SecretWalk::Off(record.then(Reads::default));
+            return SecretWalk::Off(tracer);
         }
         let (ws, home, extra) = (
             cfg.workspace.clone(),
             cfg.home.clone(),
             cfg.secret_paths.clone(),
         );
-        let reads = record.then(Reads::default);
         let (ws2, home2, extra2) = (ws.clone(), home.clone(), extra.clone());
-        let mut reads2 = reads.clone();
-        match std::thread::Builder::new()
+        // The tracer goes to the thread and comes back with its answer (or stays here for the
+        // inline walk, when no thread could be started: then it is lost with the failed spawn's
+        // closure, and the walk is simply not watched).
+        let spawned = std::thread::Builder::new()
             .name("secret-walk".into())
             .spawn(move || {
+                let mut tracer = tracer;
                 let found = crate::secrets::secret_masks_reading(
                     home2.as_deref(),
                     &ws2,
                     &extra2,
-                    &mut reads2,
+                    &mut tracer,
                 );
-                (found, reads2)
-            }) {
+                (found, tracer)
+            });
+        match spawned {
             Ok(handle) => SecretWalk::Thread(handle),
-            Err(_) => SecretWalk::Inline(ws, home, extra, reads),
+            Err(_) => SecretWalk::Inline(ws, home, extra, None),
         }
     }
 
-    /// The walk for `cfg` on this thread, its reads recorded.
-    fn inline(cfg: &RunConfig) -> SecretWalk {
-        if !cfg.mask_secrets {
-            return SecretWalk::Off(Some(Reads::default()));
-        }
-        SecretWalk::Inline(
-            cfg.workspace.clone(),
-            cfg.home.clone(),
-            cfg.secret_paths.clone(),
-            Some(Reads::default()),
-        )
-    }
-
-    /// The masks (`None`: secrets are not masked in this run) and the walk's reads (`None`
-    /// unless recorded); the thread is gone on return.
-    fn finish(self) -> Result<(Option<Vec<PathBuf>>, Option<Reads>), HelperError> {
+    /// The masks (`None`: secrets are not masked in this run) and the walk's tracer (`None`
+    /// unless given); the thread is gone on return.
+    fn finish(self) -> Result<(Option<Vec<PathBuf>>, Option<Tracer>), HelperError> {
         let (found, reads) = match self {
             SecretWalk::Off(reads) => return Ok((None, reads)),
             SecretWalk::Thread(handle) => handle
@@ -1903,7 +1881,7 @@ impl SecretWalk {
 fn masks_for(
     cfg: &RunConfig,
     secrets: Option<Vec<PathBuf>>,
-    reads: &mut Option<Reads>,
+    reads: &mut Option<Tracer>,
 ) -> Result<Vec<crate::setup::Mask>, HelperError> {
     let mut out = Vec::new();
     // (path, is a secret mask): only secret masks yield to the entry's `unmask` paths.
@@ -2010,7 +1988,7 @@ fn mask_around(
     path: &Path,
     keep: &[&Path],
     out: &mut Vec<PathBuf>,
-    reads: &mut Option<Reads>,
+    reads: &mut Option<Tracer>,
 ) -> Result<(), HelperError> {
     if keep.contains(&path) {
         return Ok(());

@@ -15,7 +15,7 @@
 //! Not covered: a secret path created on the host while the run is running (the mask list is fixed
 //! when the mirror is built), and anything under `/proc`, `/sys`, `/dev` (the mirror has its own).
 
-use crate::walkwatch::{Listed, Reads};
+use crate::walkwatch::{Listed, Tracer};
 use cmdgate_policy::secrets::{Category, SecretPaths, SECRET_PATTERNS, SECRET_TABLE};
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -86,13 +86,13 @@ impl Names {
     }
 }
 
-/// [`secret_masks`], recording in `reads` (when given) each path it resolved and each directory
-/// it listed, for `walkwatch`.
+/// [`secret_masks`], telling `reads` (when given) of each path right before it resolves it and
+/// of each directory right before it lists it: `walkwatch` watches what the walk reads.
 pub fn secret_masks_reading(
     home: Option<&Path>,
     workspace: &Path,
     extra: &[String],
-    reads: &mut Option<Reads>,
+    reads: &mut Option<Tracer>,
 ) -> io::Result<Vec<PathBuf>> {
     let home_str = home.map(|h| h.to_string_lossy().into_owned());
     let mut candidates: Vec<PathBuf> = Vec::new();
@@ -182,7 +182,7 @@ fn anchored(pattern: &str, home: Option<&str>) -> Option<PathBuf> {
     (!pseudo(&abs)).then_some(abs)
 }
 
-fn canonical_or_same(p: &Path, reads: &mut Option<Reads>) -> io::Result<PathBuf> {
+fn canonical_or_same(p: &Path, reads: &mut Option<Tracer>) -> io::Result<PathBuf> {
     if let Some(r) = reads {
         r.resolve(p, true);
     }
@@ -206,7 +206,7 @@ fn env_files(
     workspace: &Path,
     env: &SecretPaths,
     out: &mut Vec<PathBuf>,
-    reads: &mut Option<Reads>,
+    reads: &mut Option<Tracer>,
 ) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     use std::rc::Rc;
@@ -351,7 +351,7 @@ fn typed_entries(dir: &Path) -> io::Result<Vec<(PathBuf, String, bool)>> {
 }
 
 /// Every existing path matching the absolute pattern `abs` (`*` and `?` within a component).
-fn expand(abs: &Path, out: &mut Vec<PathBuf>, reads: &mut Option<Reads>) -> io::Result<()> {
+fn expand(abs: &Path, out: &mut Vec<PathBuf>, reads: &mut Option<Tracer>) -> io::Result<()> {
     let mut partial = vec![PathBuf::from("/")];
     for comp in abs.components().skip(1) {
         let comp = comp.as_os_str().to_string_lossy();

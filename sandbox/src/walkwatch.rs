@@ -2,39 +2,47 @@
 //!
 //! A mirror built ahead (`helper::Whole`) mounted the masks of a secret walk made when it was
 //! built. Until this watch, the walk was done again at `Run` to prove the masks still right —
-//! the largest step left between the command's arrival and its start. Now the walk's reads are
-//! recorded ([`Reads`]: each path it resolved, each directory it listed), and every directory
-//! those reads depend on is watched with inotify ([`trace`]): each directory a path's
-//! resolution looked a name up in (following links as the kernel does, so a link on the way
-//! and the directory it leads to are both watched) and each directory listed. At `Run`
-//! ([`Watch::changed`]) the walk is done again only if an event since then could have changed
-//! its result; otherwise the masks mounted stand.
+//! the largest step left between the command's arrival and its start, and one that grows with
+//! the workspace (a listing per directory). Now the builder's walk, the one whose masks it
+//! mounts, watches as it goes ([`Tracer`]): right before each read of the host — a path
+//! resolved, a directory listed — every directory that read depends on is watched with
+//! inotify: each directory a resolution looks a name up in (following links as the kernel does,
+//! so a link on the way and the directory it leads to are both watched), and the directory
+//! listed. At `Run` ([`Watch::changed`]) the walk is done again only if an event since then
+//! could have changed its result; otherwise the masks mounted stand.
 //!
 //! Why that is enough. A walk's result is a function of the names in the directories it read
 //! and of the mounts (the mount table is checked apart, `POLLPRI` on `mountinfo`): an entry's
 //! type, a link's target and a directory's entries change only through a change of a name in
 //! the directory holding it (create, delete, rename in or out — symbolic links cannot be
 //! rewritten in place), which inotify reports on that directory before the system call that
-//! made it returns. The builder watches, then walks again (the walk whose masks it mounts) and
-//! keeps the watch only if that walk read nothing the watches do not cover ([`Reads::within`]):
-//! every directory it read was watched before it read it, and the watch of each directory was
-//! added before the trace looked a name up in it — so a change to any of them after it was read
-//! is an event, and without one the walk at `Run` would read what the mounted walk read.
+//! made it returns. Each watch is added before the read it covers, and each directory's watch
+//! before a name is looked up in it: the first directory of every resolution is `/`, and the
+//! next one is the one a watched lookup found — if that lookup's answer changed after the watch,
+//! that is an event; if not, it is the directory the walk reads next. So a change to anything
+//! the walk read, after it read it, is an event; without one, a walk at `Run` would read what
+//! the mounted walk read.
 //!
 //! What an event must name to matter ([`Filter`]): a directory a path was resolved through,
-//! the names looked up there; the home directory's listing, the names the walk calls secret; a
-//! workspace directory's listing (environment files at any depth), a secret name or any
-//! directory (a new one may hold a `.env` later, and is not watched); any other listing
-//! (a pattern's wildcard, a masked directory's placeholders), every name. An event without a
-//! name (the directory itself deleted, moved, its attributes changed, unmounted), an event on
-//! a watch not in the table, and a queue overflow always matter. So Claude Code's own writes
-//! in the home directory (`~/.claude.json`) and an agent's edits in the workspace keep the
-//! watch; a `.env` created anywhere in the workspace does not.
+//! the names looked up there, in any case (a directory may fold case: `+F`, set on an empty
+//! directory without an event), and any name outside ASCII (Unicode folding maps some onto
+//! ASCII ones); the home directory's listing, the names the walk calls secret; a workspace
+//! directory's listing (environment files at any depth), a secret name or any directory (a new
+//! one may hold a `.env` later, and is not watched); any other listing (a pattern's wildcard, a
+//! masked directory's placeholders), every name. An event without a name (the directory itself
+//! deleted, moved, its attributes changed, unmounted), an event on a watch not in the table,
+//! and a queue overflow always matter. So an agent's edits in the workspace and a new ordinary
+//! file in the home keep the watch; a `.env` created anywhere in the workspace does not, and
+//! neither does a file the table names in the home (Claude Code's own `~/.claude.json`, which it
+//! replaces by a rename: a mirror built ahead is then not used anyway, as the path of each of
+//! its masks must still be the same file at `Run`).
 //!
 //! Not used (the walk is done at `Run`, as before): a directory on a filesystem whose changes
 //! inotify may not see (a network or FUSE filesystem, an overlay: changes made by another host
-//! or through a lower layer are not reported; [`local_fs`]), more watches than the user may
-//! have, a read the trace could not repeat.
+//! or through a lower layer are not reported; [`local_fs`]); an encrypted (fscrypt) directory,
+//! whose names change without an event when its key is added or removed; more than
+//! [`MAX_WATCHES`] directories, or more watches than the user may have; a path that fails to
+//! resolve for another reason than its absence.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeSet, HashMap};
@@ -53,32 +61,6 @@ pub enum Listed {
     Home,
     /// A workspace directory's entries: secret (environment file) names, and directories.
     Env,
-}
-
-/// What one secret walk read on the host: each path it resolved (and whether the last
-/// component's link was followed), each directory it listed.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reads {
-    resolved: BTreeSet<(PathBuf, bool)>,
-    listed: BTreeSet<(PathBuf, Listed)>,
-}
-
-impl Reads {
-    /// `path` was resolved (`stat`, `canonicalize`, an open): links on the way followed, the
-    /// last one too when `follow`.
-    pub fn resolve(&mut self, path: &Path, follow: bool) {
-        self.resolved.insert((path.to_path_buf(), follow));
-    }
-
-    /// The directory `path` (links followed) was listed.
-    pub fn list(&mut self, path: &Path, kind: Listed) {
-        self.listed.insert((path.to_path_buf(), kind));
-    }
-
-    /// Whether every read of `self` is one of `other`'s.
-    pub fn within(&self, other: &Reads) -> bool {
-        self.resolved.is_subset(&other.resolved) && self.listed.is_subset(&other.listed)
-    }
 }
 
 /// Which events of one watched directory matter ([`Watch::changed`]).
@@ -125,47 +107,28 @@ fn local_fs(magic: i64) -> bool {
     [EXT4, XFS, BTRFS, TMPFS, F2FS, RAMFS].contains(&magic)
 }
 
-/// Whether the directory `dir` looks names up without regard to case (`FS_CASEFOLD_FL`); a
-/// directory whose flags cannot be read counts as one, unless its filesystem has no flags at
-/// all (then it cannot fold case either). This kernel has no `CONFIG_UNICODE`: the `true` case
-/// is not exercised by the tests here.
-fn folds_case(dir: &Path) -> bool {
-    const FS_IOC_GETFLAGS: libc::c_ulong = 0x8008_6601;
-    const FS_CASEFOLD_FL: libc::c_long = 0x4000_0000;
-    let Ok(fd) = nix::fcntl::open(
-        dir,
-        nix::fcntl::OFlag::O_RDONLY
-            | nix::fcntl::OFlag::O_DIRECTORY
-            | nix::fcntl::OFlag::O_NOFOLLOW
-            | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    ) else {
-        return true;
-    };
-    let mut flags: libc::c_long = 0;
-    // SAFETY: FS_IOC_GETFLAGS writes one `long` into `flags`, alive for the call.
-    let r = unsafe { libc::ioctl(fd.as_raw_fd(), FS_IOC_GETFLAGS as _, &mut flags) };
-    if r < 0 {
-        return !matches!(
-            nix::errno::Errno::last(),
-            nix::errno::Errno::ENOTTY | nix::errno::Errno::EOPNOTSUPP
-        );
-    }
-    flags & FS_CASEFOLD_FL != 0
-}
+/// The most watches one walk adds: past it the walk is not watched (redone at `Run`), so a
+/// workspace of a hundred thousand directories cannot use up the inotify watches of the
+/// helper's user (root's, shared with the host's services).
+const MAX_WATCHES: usize = 16_384;
+
+/// `statx`'s `STATX_ATTR_ENCRYPTED`: an fscrypt directory, whose names change without an event
+/// when its key is added or removed.
+const ATTR_ENCRYPTED: u64 = 0x800;
 
 /// The most links a resolution follows (the kernel's `MAXSYMLINKS`).
 const MAX_LINKS: u32 = 40;
 
-struct Tracer<'a> {
-    fd: &'a OwnedFd,
+/// The watches of one secret walk, added as it goes: the walk calls [`Tracer::resolve`] or
+/// [`Tracer::list`] right before each read of the host, which watches every directory that read
+/// depends on before the read is made (see the module comment).
+pub struct Tracer {
+    fd: OwnedFd,
     /// Watched directories (canonical) and their watch descriptors.
     wds: HashMap<PathBuf, i32>,
     filters: HashMap<i32, Filter>,
     /// Devices already found to be on a [`local_fs`].
     local: HashMap<u64, bool>,
-    /// Watched directories looked names up in, and whether each folds case ([`folds_case`]).
-    folds: HashMap<i32, bool>,
     /// Resolved directories: as spelled → canonical (`None`: missing or not a directory).
     dirs: HashMap<PathBuf, Option<PathBuf>>,
     links: u32,
@@ -173,31 +136,41 @@ struct Tracer<'a> {
     failed: bool,
 }
 
-/// Watch, in the inotify instance `fd`, every directory `reads` depend on (see the module
-/// comment), each watch added before a name is looked up in its directory. The table of watch
-/// descriptors and their filters, or `None` when some directory cannot be watched for all its
-/// changes: the walk must be done again at `Run`.
-pub fn trace(fd: &OwnedFd, reads: &Reads) -> Option<Vec<(i32, Filter)>> {
-    let mut t = Tracer {
-        fd,
-        wds: HashMap::new(),
-        filters: HashMap::new(),
-        local: HashMap::new(),
-        folds: HashMap::new(),
-        dirs: HashMap::new(),
-        links: 0,
-        failed: false,
-    };
-    t.watch(Path::new("/"))?;
-    for (path, follow) in &reads.resolved {
-        t.links = 0;
-        t.resolve(path, *follow);
+impl Tracer {
+    /// Watches to be added to the inotify instance `fd` (a copy of the helper's).
+    pub fn new(fd: OwnedFd) -> Tracer {
+        Tracer {
+            fd,
+            wds: HashMap::new(),
+            filters: HashMap::new(),
+            local: HashMap::new(),
+            dirs: HashMap::new(),
+            links: 0,
+            failed: false,
+        }
     }
-    for (path, kind) in &reads.listed {
-        t.links = 0;
-        if let Some((dir, true)) = t.resolve(path, true) {
-            if let Some(wd) = t.watch(&dir) {
-                let f = t.filters.entry(wd).or_default();
+
+    /// `path` is about to be resolved (`stat`, `canonicalize`, an open): links on the way
+    /// followed, the last one too when `follow`. Each directory a name is looked up in on the
+    /// way is watched, with that name.
+    pub fn resolve(&mut self, path: &Path, follow: bool) {
+        if self.failed {
+            return;
+        }
+        self.links = 0;
+        self.resolve_at(path, follow);
+    }
+
+    /// The directory `path` (links followed) is about to be listed: resolved as above, and
+    /// watched for the names a listing of this `kind` cares about.
+    pub fn list(&mut self, path: &Path, kind: Listed) {
+        if self.failed {
+            return;
+        }
+        self.links = 0;
+        if let Some((dir, true)) = self.resolve_at(path, true) {
+            if let Some(wd) = self.watch(&dir) {
+                let f = self.filters.entry(wd).or_default();
                 match kind {
                     Listed::All => f.all = true,
                     Listed::Home => f.home = true,
@@ -206,15 +179,18 @@ pub fn trace(fd: &OwnedFd, reads: &Reads) -> Option<Vec<(i32, Filter)>> {
             }
         }
     }
-    if t.failed {
-        return None;
-    }
-    let mut table: Vec<(i32, Filter)> = t.filters.into_iter().collect();
-    table.sort_by_key(|(wd, _)| *wd);
-    Some(table)
-}
 
-impl Tracer<'_> {
+    /// The table of watch descriptors and their filters, or `None` when some directory could
+    /// not be watched for all its changes (the walk must be done again at `Run`).
+    pub fn finish(self) -> Option<Vec<(i32, Filter)>> {
+        if self.failed {
+            return None;
+        }
+        let mut table: Vec<(i32, Filter)> = self.filters.into_iter().collect();
+        table.sort_by_key(|(wd, _)| *wd);
+        Some(table)
+    }
+
     /// The watch of the directory `dir` (canonical), added now if it is not there yet.
     fn watch(&mut self, dir: &Path) -> Option<i32> {
         if let Some(wd) = self.wds.get(dir) {
@@ -228,21 +204,39 @@ impl Tracer<'_> {
     }
 
     fn add_watch(&mut self, dir: &Path) -> Option<i32> {
-        let st = nix::sys::stat::lstat(dir).ok()?;
-        let local = match self.local.get(&st.st_dev) {
+        if self.failed || self.wds.len() >= MAX_WATCHES {
+            return None;
+        }
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: an all-zero `statx` is a valid value to be overwritten.
+        let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+        // SAFETY: `c` is a NUL-ended path and `stx` writable, both alive for the call.
+        let r = unsafe {
+            libc::statx(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+                libc::STATX_TYPE,
+                &mut stx,
+            )
+        };
+        if r < 0 || stx.stx_attributes & ATTR_ENCRYPTED != 0 {
+            return None;
+        }
+        let dev = libc::makedev(stx.stx_dev_major, stx.stx_dev_minor);
+        let local = match self.local.get(&dev) {
             Some(local) => *local,
             None => {
                 let fs = nix::sys::statfs::statfs(dir).ok()?;
                 #[allow(clippy::unnecessary_cast)] // the type of f_type differs by libc
                 let local = local_fs(fs.filesystem_type().0 as i64);
-                self.local.insert(st.st_dev, local);
+                self.local.insert(dev, local);
                 local
             }
         };
         if !local {
             return None;
         }
-        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
         // SAFETY: `c` is a NUL-ended path alive for the call; `fd` is an inotify instance.
         let wd = unsafe {
             libc::inotify_add_watch(
@@ -259,15 +253,15 @@ impl Tracer<'_> {
         Some(wd)
     }
 
-    /// `name` was looked up in the directory `dir` (canonical): watched, the name recorded —
-    /// or every name, in a directory that folds case (ext4's and f2fs's `+F`): there a lookup
-    /// of `.ssh` finds `.SSH`, whose creation an event names as such.
+    /// `name` was looked up in the directory `dir` (canonical): watched, the name recorded
+    /// (an event matches it without regard to case, see [`Watch::matters`]).
     fn looked_up(&mut self, dir: &Path, name: &OsStr) -> Option<()> {
         let wd = self.watch(dir)?;
-        let folds = *self.folds.entry(wd).or_insert_with(|| folds_case(dir));
-        let f = self.filters.entry(wd).or_default();
-        f.all |= folds;
-        f.names.insert(name.as_bytes().to_vec());
+        self.filters
+            .entry(wd)
+            .or_default()
+            .names
+            .insert(name.as_bytes().to_vec());
         Some(())
     }
 
@@ -276,7 +270,7 @@ impl Tracer<'_> {
         if let Some(known) = self.dirs.get(path) {
             return known.clone();
         }
-        let found = match self.resolve(path, true) {
+        let found = match self.resolve_at(path, true) {
             Some((dir, true)) => Some(dir),
             _ => None,
         };
@@ -287,7 +281,7 @@ impl Tracer<'_> {
     /// Resolve the absolute `path` as the kernel would, watching each directory before a name
     /// is looked up in it: the canonical path and whether it is a directory, or `None` when it
     /// does not resolve (missing, a file on the way, too many links).
-    fn resolve(&mut self, path: &Path, follow: bool) -> Option<(PathBuf, bool)> {
+    fn resolve_at(&mut self, path: &Path, follow: bool) -> Option<(PathBuf, bool)> {
         let comps: Vec<Component> = path
             .components()
             .filter(|c| !matches!(c, Component::CurDir))
@@ -303,7 +297,7 @@ impl Tracer<'_> {
             let dir = self.dir(&before)?;
             let mut rest = dir.parent().unwrap_or(Path::new("/")).to_path_buf();
             rest.extend(&comps[i + 1..]);
-            return self.resolve(&rest, follow);
+            return self.resolve_at(&rest, follow);
         }
         let Some(name) = path.file_name() else {
             return Some((PathBuf::from("/"), true));
@@ -330,7 +324,7 @@ impl Tracer<'_> {
                 self.failed = true;
                 return None;
             };
-            return self.resolve(&dir.join(target), true);
+            return self.resolve_at(&dir.join(target), true);
         }
         Some((next, kind == libc::S_IFDIR))
     }
@@ -410,7 +404,16 @@ impl Watch {
         let Some(f) = self.filters.get(&wd) else {
             return true;
         };
-        if mask & ALWAYS != 0 || name.is_empty() || f.all || f.names.contains(name) {
+        if mask & ALWAYS != 0 || name.is_empty() || f.all {
+            return true;
+        }
+        // A looked-up name, in any case: a directory may fold case (ext4's and f2fs's `+F`,
+        // which can be set on an empty directory without an event), and then a lookup of
+        // `.ssh` finds `.SSH`. Unicode folding can map a name outside ASCII onto an ASCII one
+        // (the Kelvin sign onto `k`): any such name counts where names were looked up.
+        if !f.names.is_empty()
+            && (!name.is_ascii() || f.names.iter().any(|n| n.eq_ignore_ascii_case(name)))
+        {
             return true;
         }
         let text = String::from_utf8_lossy(name);
@@ -423,21 +426,17 @@ impl Watch {
 mod tests {
     use super::*;
 
-    fn reads(resolved: &[(&Path, bool)], listed: &[(&Path, Listed)]) -> Reads {
-        let mut r = Reads::default();
+    /// A walk's watches for these reads, in the order a walk would make them.
+    fn watched(resolved: &[(&Path, bool)], listed: &[(&Path, Listed)]) -> Option<Watch> {
+        let fd = instance().expect("inotify");
+        let mut t = Tracer::new(fd.try_clone().expect("dup"));
         for (p, f) in resolved {
-            r.resolve(p, *f);
+            t.resolve(p, *f);
         }
         for (p, k) in listed {
-            r.list(p, *k);
+            t.list(p, *k);
         }
-        r
-    }
-
-    fn watched(r: &Reads) -> Watch {
-        let fd = instance().expect("inotify");
-        let table = trace(&fd, r).expect("traced");
-        Watch::new(fd, table)
+        t.finish().map(|table| Watch::new(fd, table))
     }
 
     /// A change to a name looked up on the way to a path matters, through a link too; a change
@@ -448,9 +447,10 @@ mod tests {
         let base = tmp.path().canonicalize().unwrap();
         std::fs::create_dir_all(base.join("real/keys")).unwrap();
         std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
-        let r = reads(&[(&base.join("link/keys/token"), true)], &[]);
+        let token = base.join("link/keys/token");
+        let resolved = [(token.as_path(), true)];
 
-        let w = watched(&r);
+        let w = watched(&resolved, &[]).expect("watched");
         std::fs::write(base.join("real/other.txt"), "x").unwrap();
         std::fs::write(base.join("real/keys/notes"), "x").unwrap();
         std::fs::write(base.join("unrelated"), "x").unwrap();
@@ -461,16 +461,25 @@ mod tests {
             "the looked-up name was created unseen"
         );
 
+        // In another case (a directory that folds case finds it by the looked-up name), or
+        // outside ASCII (Unicode folding can map it onto the looked-up name).
+        let w = watched(&resolved, &[]).expect("watched");
+        std::fs::write(base.join("real/keys/TOKEN"), "SECRET").unwrap();
+        assert!(w.changed(None, &[]), "the name in another case was unseen");
+        let w = watched(&resolved, &[]).expect("watched");
+        std::fs::write(base.join("real/keys/to\u{212a}en"), "SECRET").unwrap();
+        assert!(w.changed(None, &[]), "a name outside ASCII was unseen");
+
         // The link re-pointed: its name in the directory holding it.
-        let w = watched(&r);
+        let w = watched(&resolved, &[]).expect("watched");
         std::fs::create_dir_all(base.join("real2/keys")).unwrap();
         std::fs::remove_file(base.join("link")).unwrap();
         std::os::unix::fs::symlink(base.join("real2"), base.join("link")).unwrap();
         assert!(w.changed(None, &[]), "the link's change was unseen");
 
         // A directory on the way renamed away.
-        let r = reads(&[(&base.join("real/keys/token"), false)], &[]);
-        let w = watched(&r);
+        let real = base.join("real/keys/token");
+        let w = watched(&[(real.as_path(), false)], &[]).expect("watched");
         std::fs::rename(base.join("real/keys"), base.join("real/keys-old")).unwrap();
         assert!(w.changed(None, &[]), "the rename was unseen");
     }
@@ -483,9 +492,10 @@ mod tests {
         let ws = tmp.path().canonicalize().unwrap().join("ws");
         std::fs::create_dir_all(ws.join("src")).unwrap();
         std::fs::write(ws.join("src/main.rs"), "fn main() {}").unwrap();
-        let r = reads(&[], &[(&ws, Listed::Env), (&ws.join("src"), Listed::Env)]);
+        let src = ws.join("src");
+        let listed = [(ws.as_path(), Listed::Env), (src.as_path(), Listed::Env)];
 
-        let w = watched(&r);
+        let w = watched(&[], &listed).expect("watched");
         std::fs::write(ws.join("src/main.rs"), "fn main() { }").unwrap();
         std::fs::write(ws.join("src/lib.rs"), "").unwrap();
         std::fs::rename(ws.join("src/lib.rs"), ws.join("src/lib2.rs")).unwrap();
@@ -493,11 +503,11 @@ mod tests {
         std::fs::write(ws.join("src/.env"), "TOKEN=x").unwrap();
         assert!(w.changed(None, &[]), "a new .env was unseen");
 
-        let w = watched(&r);
+        let w = watched(&[], &listed).expect("watched");
         std::fs::create_dir(ws.join("src/deeper")).unwrap();
         assert!(w.changed(None, &[]), "a new directory was unseen");
 
-        let w = watched(&r);
+        let w = watched(&[], &listed).expect("watched");
         std::fs::write(ws.join("x.tmp"), "").unwrap();
         std::fs::rename(ws.join("x.tmp"), ws.join(".envrc")).unwrap();
         assert!(
@@ -506,32 +516,125 @@ mod tests {
         );
 
         // The operator's own name pattern.
-        let w = watched(&r);
+        let w = watched(&[], &listed).expect("watched");
         std::fs::write(ws.join("deploy.key"), "").unwrap();
         assert!(
             w.changed(None, &["*.key".to_string()]),
             "an operator's pattern was unseen"
         );
 
-        let r = reads(&[], &[(&ws, Listed::All)]);
-        let w = watched(&r);
+        let w = watched(&[], &[(ws.as_path(), Listed::All)]).expect("watched");
         std::fs::write(ws.join("plain.txt"), "").unwrap();
         assert!(w.changed(None, &[]), "a name of a whole listing was unseen");
     }
 
-    /// The home directory's listing: its secret names matter, Claude Code's own state file
-    /// does not.
+    /// The home directory's listing: its secret names matter, an ordinary file written by a
+    /// rename does not.
     #[test]
     fn the_homes_secret_names_matter() {
         let tmp = tempfile::tempdir().expect("tmp");
         let home = tmp.path().canonicalize().unwrap();
-        let r = reads(&[], &[(&home, Listed::Home)]);
-        let w = watched(&r);
-        std::fs::write(home.join(".claude.json.tmp"), "{}").unwrap();
-        std::fs::rename(home.join(".claude.json.tmp"), home.join(".claude.json")).unwrap();
+        let w = watched(&[], &[(home.as_path(), Listed::Home)]).expect("watched");
+        std::fs::write(home.join(".notes.tmp"), "{}").unwrap();
+        std::fs::rename(home.join(".notes.tmp"), home.join(".notes")).unwrap();
         assert!(!w.changed(Some(&home), &[]), "an ordinary file mattered");
         std::fs::write(home.join(".netrc"), "machine x password y").unwrap();
         assert!(w.changed(Some(&home), &[]), "a new ~/.netrc was unseen");
+    }
+
+    /// An encrypted (fscrypt) directory is not watched: adding or removing its key changes the
+    /// names it lists without an event. (An ext4 image with the `encrypt` feature on a loop
+    /// device, a v2 policy with a key added to the filesystem; root and `mkfs.ext4` needed, as
+    /// in CI.)
+    #[test]
+    fn an_encrypted_directory_is_not_watched() {
+        struct Mounted(PathBuf);
+        impl Drop for Mounted {
+            fn drop(&mut self) {
+                let _ = nix::mount::umount2(&self.0, nix::mount::MntFlags::MNT_DETACH);
+            }
+        }
+        let tmp = tempfile::tempdir_in("/var/tmp").expect("tmp");
+        let (img, mnt) = (tmp.path().join("enc.img"), tmp.path().join("mnt"));
+        std::fs::File::create(&img)
+            .and_then(|f| f.set_len(32 << 20))
+            .expect("image");
+        let ok = |cmd: &mut std::process::Command| {
+            let out = cmd.output().expect("run");
+            assert!(out.status.success(), "{cmd:?}: {out:?}");
+        };
+        ok(std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-O", "encrypt"])
+            .arg(&img));
+        std::fs::create_dir(&mnt).expect("mkdir");
+        ok(std::process::Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&img)
+            .arg(&mnt));
+        let _mounted = Mounted(mnt.clone());
+        // FS_IOC_ADD_ENCRYPTION_KEY: a key by identifier (spec type 2), 64 raw bytes.
+        let mut arg = vec![0u8; 80 + 64];
+        arg[0..4].copy_from_slice(&2u32.to_ne_bytes());
+        arg[40..44].copy_from_slice(&64u32.to_ne_bytes());
+        for (i, b) in arg[80..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        let root = std::fs::File::open(&mnt).expect("open the mount");
+        // SAFETY: the argument is the kernel's `fscrypt_add_key_arg` with its key, alive and
+        // writable for the call (the identifier comes back in it).
+        let r = unsafe { libc::ioctl(root.as_raw_fd(), 0xC050_6617u32 as _, arg.as_mut_ptr()) };
+        assert_eq!(r, 0, "add key: {}", std::io::Error::last_os_error());
+        let vault = mnt.join("vault");
+        std::fs::create_dir(&vault).expect("mkdir vault");
+        // A v2 policy: AES-256-XTS contents, AES-256-CTS names, the key's identifier.
+        let mut policy = [0u8; 24];
+        policy[..3].copy_from_slice(&[2, 1, 4]);
+        policy[8..24].copy_from_slice(&arg[8..24]);
+        let dir = std::fs::File::open(&vault).expect("open vault");
+        // SAFETY: the argument is a `fscrypt_policy_v2`, alive for the call.
+        let r = unsafe { libc::ioctl(dir.as_raw_fd(), 0x800C_6613u32 as _, policy.as_ptr()) };
+        assert_eq!(r, 0, "set policy: {}", std::io::Error::last_os_error());
+        let plain = mnt.join("plain");
+        std::fs::create_dir(&plain).expect("mkdir plain");
+        assert!(
+            watched(&[], &[(plain.as_path(), Listed::Env)]).is_some(),
+            "a plain directory on the same filesystem was not watched"
+        );
+        assert!(
+            watched(&[], &[(vault.as_path(), Listed::Env)]).is_none(),
+            "the encrypted directory was watched"
+        );
+        assert!(
+            watched(&[(vault.join(".env").as_path(), true)], &[]).is_none(),
+            "a lookup in the encrypted directory was watched"
+        );
+    }
+
+    /// A walk of more than `MAX_WATCHES` directories is not watched (the watches of the
+    /// helper's user are shared with the host's services); one of that many is.
+    #[test]
+    fn a_walk_of_too_many_directories_is_not_watched() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let base = tmp.path().canonicalize().unwrap();
+        // The directories above `base` take watches too: `/`, and each one on the way.
+        let above = base.components().count();
+        let dirs: Vec<PathBuf> = (0..MAX_WATCHES + 1 - above)
+            .map(|i| base.join(format!("d{}/e{}", i / 100, i % 100)))
+            .collect();
+        for d in &dirs {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        let listed: Vec<(&Path, Listed)> =
+            dirs.iter().map(|d| (d.as_path(), Listed::Env)).collect();
+        assert!(
+            watched(&[], &listed).is_none(),
+            "{} directories were watched",
+            listed.len()
+        );
+        assert!(
+            watched(&[], &listed[..listed.len() / 2]).is_some(),
+            "half as many were not watched"
+        );
     }
 
     /// A directory on a filesystem inotify may not see every change of is not watched, and a
@@ -541,15 +644,15 @@ mod tests {
         assert!(!local_fs(0x6969), "NFS counted as local");
         assert!(!local_fs(0x65735546), "FUSE counted as local");
         assert!(!local_fs(0x794c_7630), "overlayfs counted as local");
-        let fd = instance().expect("inotify");
-        let r = reads(&[(Path::new("/proc/self/status"), true)], &[]);
-        assert!(trace(&fd, &r).is_none(), "/proc was watched");
+        assert!(
+            watched(&[(Path::new("/proc/self/status"), true)], &[]).is_none(),
+            "/proc was watched"
+        );
 
         let tmp = tempfile::tempdir().expect("tmp");
         let d = tmp.path().canonicalize().unwrap().join("d");
         std::fs::create_dir(&d).unwrap();
-        let r = reads(&[], &[(&d, Listed::Env)]);
-        let w = watched(&r);
+        let w = watched(&[], &[(d.as_path(), Listed::Env)]).expect("watched");
         std::fs::remove_dir(&d).unwrap();
         assert!(w.changed(None, &[]), "the directory's removal was unseen");
     }
