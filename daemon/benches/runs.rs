@@ -31,7 +31,8 @@
 //! `RUNS_BENCH_GAP_MS=N` waits N ms, untimed, before every call, as an agent's turn does between
 //! two Bash calls: what the daemon prepares after a run — the next run's whole mirror, built ahead
 //! — is then ready, as in a session, instead of racing the bench's next call).
-//! `RUNS_BENCH_DIRS=N` adds N directories to each project (a larger tree for the secret walk).
+//! `RUNS_BENCH_DIRS=N` adds N directories to each project (a larger tree for the secret walk);
+//! `RUNS_BENCH_REPLACE=NAME` replaces the project's file NAME by a rename before each call.
 //! After each row it prints how many of the mirrored runs used a mirror built ahead (the run's
 //! audit detail, `built_ahead`), and of those how many kept the mirror's secret walk by its
 //! watch instead of walking again at the run (`secrets_watched`); the counts need the commit
@@ -436,6 +437,11 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    // `RUNS_BENCH_REPLACE=NAME`: before each timed call (untimed), the project's file NAME is
+    // replaced by a rename, as Claude Code replaces `~/.claude.json` (a masked path) up to
+    // several times a second: with a secret NAME (`.env`), a mask's path is then another file at
+    // the run, and the mirror built ahead is not used.
+    let replace = std::env::var("RUNS_BENCH_REPLACE").ok();
     for proj in [&direct, &mirrored, &bare] {
         for k in 0..extra_dirs {
             std::fs::create_dir_all(proj.join(format!("tree/d{}/e{}", k / 50, k % 50))).unwrap();
@@ -489,6 +495,11 @@ fn main() {
                 };
                 for d in [proj.join("target"), proj.join(".cargo-home")] {
                     let _ = std::fs::remove_dir_all(d);
+                }
+                if let Some(name) = &replace {
+                    let tmp = proj.join(format!("{name}.new"));
+                    std::fs::write(&tmp, format!("TOKEN={round}\n")).unwrap();
+                    std::fs::rename(&tmp, proj.join(name)).unwrap();
                 }
                 std::thread::sleep(gap);
                 let t = b.once(path, proj, command);
