@@ -1438,7 +1438,12 @@ impl Whole {
                 r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR | PollFlags::POLLNVAL)
             });
         let builder_gone = !polled || happened(&table[1]);
-        let same_paths = path_ids(self.ids.iter().map(|(p, _)| p.clone())) == self.ids;
+        let now = path_ids(self.ids.iter().map(|(p, _)| p.clone()));
+        let same_paths = now.len() == self.ids.len()
+            && now
+                .iter()
+                .zip(&self.ids)
+                .all(|((p, new), (_, old))| new == old || self.file_mask_replaced(p, old, new));
         let same_masks = match walk {
             None => true,
             Some(walk) => walk
@@ -1485,6 +1490,34 @@ impl Whole {
             ),
         };
         Ok(reply)
+    }
+
+    /// Whether `path`, whose identity changed from `old` to `new` since the mirror was built,
+    /// is a file mask the change leaves covering its path: a regular file replaced by another
+    /// (a rename over it: Claude Code rewrites `~/.claude.json`, a masked path, that way up to a
+    /// few times a second) inside the workspace or the home, whose overlays the mask was mounted
+    /// on, in a plain directory of a local filesystem. There the mask's mount sits on the
+    /// overlay's dentry for the name, which a rename on the host neither moves nor detaches (an
+    /// overlay over a local filesystem does not revalidate what it looked up), so the path
+    /// stays masked. Not on the host tree (a mask outside both): a rename over a mount point in
+    /// another namespace detaches that mount, and the new file would be open. Every directory
+    /// above must still be the same (the caller compares each), and the walk gives the same
+    /// masks (a file mask still).
+    fn file_mask_replaced(&self, path: &Path, old: &Option<PathId>, new: &Option<PathId>) -> bool {
+        let regular = |id: &Option<PathId>| {
+            id.is_some_and(|(_, _, mode, _, _)| mode & libc::S_IFMT == libc::S_IFREG)
+        };
+        let cfg = &self.request.config;
+        let in_overlay = std::iter::once(&cfg.workspace)
+            .chain(cfg.home.as_ref())
+            .any(|root| path.starts_with(root) && path != root);
+        let file_mask = self.masks.iter().any(|m| m.path == path && !m.dir);
+        regular(old)
+            && regular(new)
+            && old.map(|o| o.0) == new.map(|n| n.0)
+            && in_overlay
+            && file_mask
+            && path.parent().is_some_and(crate::walkwatch::plain_local_dir)
     }
 
     /// Wait until the helper's next message can be read (its `Run`, or the parent's hang-up):

@@ -116,6 +116,26 @@ const MAX_WATCHES: usize = 16_384;
 /// when its key is added or removed.
 const ATTR_ENCRYPTED: u64 = 0x800;
 
+/// Whether `dir` is a directory of a [`local_fs`] that is not encrypted: one whose dentries
+/// an overlay keeps as it looked them up (no revalidation by the filesystem).
+pub fn plain_local_dir(dir: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: an all-zero `statx` is a valid value to be overwritten.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-ended path and `stx` writable, both alive for the call.
+    let r = unsafe { libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_TYPE, &mut stx) };
+    if r < 0
+        || u32::from(stx.stx_mode) & libc::S_IFMT != libc::S_IFDIR
+        || stx.stx_attributes & ATTR_ENCRYPTED != 0
+    {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)] // the type of f_type differs by libc
+    nix::sys::statfs::statfs(dir).is_ok_and(|fs| local_fs(fs.filesystem_type().0 as i64))
+}
+
 /// The most links a resolution follows (the kernel's `MAXSYMLINKS`).
 const MAX_LINKS: u32 = 40;
 

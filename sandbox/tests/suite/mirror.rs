@@ -911,23 +911,34 @@ fn a_mirror_built_ahead_whose_processes_died_is_rebuilt_at_the_run() {
     env.write("file.txt", "content\n");
     let config = env.config();
     for victim in ["pid 1", "builder"] {
-        let before = lock_files(&env);
-        let warm = mirror::Warm::new();
-        warm.fill(&config).expect("prepare a helper");
-        let procs = prepared_processes(&env, &before);
-        let me = std::process::id() as i32;
-        let helper = procs.iter().find(|p| p.1 == me).expect("the helper").0;
-        let target = match victim {
-            "pid 1" => procs.iter().find(|p| p.2 == 1),
-            _ => procs.iter().find(|p| p.1 == helper && p.2 != 1),
-        }
-        .unwrap_or_else(|| panic!("no {victim} in {procs:?}"))
-        .0;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(target),
-            nix::sys::signal::Signal::SIGKILL,
-        )
-        .expect("kill");
+        // Again when the host's mount table changed meanwhile (another test mounted
+        // something): the helper then tore the mirror down itself, and its processes may be
+        // gone before ours is killed.
+        let (warm, procs, helper) = loop {
+            let table = mount_table();
+            let before = lock_files(&env);
+            let warm = mirror::Warm::new();
+            warm.fill(&config).expect("prepare a helper");
+            let procs = prepared_processes(&env, &before);
+            let me = std::process::id() as i32;
+            let helper = procs.iter().find(|p| p.1 == me).expect("the helper").0;
+            let target = match victim {
+                "pid 1" => procs.iter().find(|p| p.2 == 1),
+                _ => procs.iter().find(|p| p.1 == helper && p.2 != 1),
+            };
+            let killed = target.map(|t| {
+                nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(t.0),
+                    nix::sys::signal::Signal::SIGKILL,
+                )
+            });
+            match killed {
+                Some(Ok(())) => break (warm, procs, helper),
+                _ if mounts_changed(&table) => continue,
+                None => panic!("no {victim} in {procs:?}"),
+                Some(Err(e)) => panic!("kill {victim}: {e}"),
+            }
+        };
         // The builder and pid 1 both gone (zombies at most) before the run: the other ends
         // with the one killed.
         let gone = |pid: i32| {
@@ -1043,5 +1054,55 @@ fn a_mirror_built_ahead_lets_go_of_a_volume_unmounted_while_it_waits() {
         out.ends_with("end\n") && !out.contains("volume-data"),
         "{out}"
     );
+    fin.kept.discard().expect("discard");
+}
+
+/// A file mask's path replaced by another file between the preparation and the run (Claude
+/// Code rewrites `~/.claude.json`, a masked path, by a rename up to several times a second):
+/// inside the home's overlay the mask's mount is on the overlay's dentry, which the host's
+/// rename leaves in place, so the mirror built ahead serves the run; on the host tree (a mask
+/// outside the home and the workspace) the rename detached the mask's mount, and the run gets
+/// a mirror built when it starts. Either way the new file is masked.
+#[test]
+fn a_file_mask_replaced_by_a_rename_keeps_a_mirror_built_ahead_only_inside_an_overlay() {
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let state = env.home.join(".claude.json");
+    std::fs::write(&state, "OLD-STATE\n").expect("write state");
+    let outside = env._dir.path().join("outside");
+    std::fs::create_dir(&outside).expect("mkdir outside");
+    let token = outside.join("token");
+    std::fs::write(&token, "OLD-TOKEN\n").expect("write token");
+    let mut config = env.config();
+    config.secret_paths = vec![token.display().to_string()];
+    let replace = |path: &std::path::Path, text: &str| {
+        let new = path.with_extension("new");
+        std::fs::write(&new, text).expect("write");
+        std::fs::rename(&new, path).expect("rename");
+    };
+    let run_after = |change: &dyn Fn(), cmd: &str| -> (String, Finished) {
+        loop {
+            let table = mount_table();
+            let warm = mirror::Warm::new();
+            warm.fill(&config).expect("prepare a helper");
+            change();
+            let (stdout, fin) = warm_run(&warm, &config, &command(&env, cmd));
+            if fin.built_ahead || !mounts_changed(&table) {
+                return (stdout, fin);
+            }
+            fin.kept.discard().expect("discard");
+        }
+    };
+    let (out, fin) = run_after(
+        &|| replace(&state, "NEW-STATE\n"),
+        "cat ~/.claude.json; echo end",
+    );
+    assert!(fin.built_ahead, "{:?}", fin.run);
+    assert_eq!(out, "end\n", "{:?}", fin.run);
+    fin.kept.discard().expect("discard");
+
+    let probe = format!("cat {}; echo end", token.display());
+    let (out, fin) = run_after(&|| replace(&token, "NEW-TOKEN\n"), &probe);
+    assert_eq!(out, "end\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead, "{:?}", fin.run);
     fin.kept.discard().expect("discard");
 }
