@@ -866,10 +866,7 @@ fn build(
             ))
         }
     };
-    let upper = mirror.map(|m| {
-        let dirs = std::iter::once(&m.keep).chain(m.extra.iter().map(|k| &k.keep));
-        (dirs.cloned().collect::<Vec<PathBuf>>(), m.upper_bytes)
-    });
+    let upper = mirror.map(|m| (kept_dirs(m).collect::<Vec<PathBuf>>(), m.upper_bytes));
     let upper_guard = upper
         .as_ref()
         .map(|(dirs, limit)| UpperGuard::new(dirs.iter(), *limit));
@@ -1129,8 +1126,9 @@ struct Whole {
     /// it: `POLLPRI` once anything was mounted, unmounted or moved there since.
     mountinfo: std::fs::File,
     request: HelperRequest,
-    /// Where the builder makes the workspace overlay's `upper` and `work` (the run's kept dir).
-    keep: PathBuf,
+    /// Where the builder makes the overlays' `upper` and `work` that a run keeps: the run's kept
+    /// dir (the workspace's), then each kept `write=` tree's.
+    keep: Vec<PathBuf>,
     /// What the builder reported when the mirror was built ([`BuilderMessage::Ready`]): the
     /// masks it mounted and the identities of the paths it was built on.
     masks: Vec<crate::setup::Mask>,
@@ -1140,10 +1138,10 @@ struct Whole {
 }
 
 /// Fork the builder of [`Whole`] for `request`. `None` (nothing forked) when the request is not
-/// one a mirror is built ahead for: a mirrored run without a proxy or kept `write=` trees.
+/// one a mirror is built ahead for: a mirrored run without a proxy.
 fn build_whole(request: HelperRequest, prep: Prepared) -> (Prepared, Option<Whole>) {
     let keep = match &request.mirror {
-        Some(m) if !request.config.proxy && m.extra.is_empty() => m.keep.clone(),
+        Some(m) if !request.config.proxy => kept_dirs(m).collect(),
         _ => return (prep, None),
     };
     let Ok(mountinfo) = std::fs::File::open("/proc/self/mountinfo") else {
@@ -1242,7 +1240,7 @@ fn builder_main(
     let roots: Vec<PathBuf> = std::iter::once(cfg.workspace.clone())
         .chain(cfg.home.clone())
         .chain(cfg.extra_writable.iter().cloned())
-        .chain(request.mirror.iter().map(|m| m.keep.clone()))
+        .chain(request.mirror.iter().flat_map(kept_dirs))
         .collect();
     let before = path_ids(roots.iter().cloned());
     // The masks' walk watches what it reads (`walkwatch`) in our copy of the helper's inotify
@@ -1284,7 +1282,7 @@ fn builder_main(
         .iter()
         .map(|(_, o)| o.target.clone())
         .chain(built.masks.iter().map(|m| m.path.clone()))
-        .chain(request.mirror.iter().map(|m| m.keep.clone()));
+        .chain(request.mirror.iter().flat_map(kept_dirs));
     let ids = path_ids(paths);
     if path_ids(roots) != before {
         say(&BuilderMessage::Reply(HelperReply::Failed {
@@ -1337,6 +1335,12 @@ fn builder_main(
     // Our exit tears down the mirror (`Held`), after the answer.
     drop(held);
     0
+}
+
+/// The dirs a mirrored run keeps for its commit: its own (the workspace overlay's `upper` and
+/// `work`), then each kept `write=` tree's.
+fn kept_dirs(mirror: &MirrorSpec) -> impl Iterator<Item = PathBuf> + '_ {
+    std::iter::once(mirror.keep.clone()).chain(mirror.extra.iter().map(|k| k.keep.clone()))
 }
 
 /// Wait until the helper's `link` has something (the command, or its hang-up): `true`; or
@@ -1551,13 +1555,16 @@ impl Whole {
         }
     }
 
-    /// Kill the builder (its pid 1 and the mirror go with it) and remove the workspace
-    /// overlay's `upper` and `work` it made, so the run makes its own.
+    /// Kill the builder (its pid 1 and the mirror go with it) and remove the `upper` and `work`
+    /// it made in the kept dirs (the workspace overlay's, each kept `write=` tree's), so the run
+    /// makes its own.
     fn tear_down(self) {
         let _ = nix::sys::signal::kill(self.builder, nix::sys::signal::Signal::SIGKILL);
         let _ = nix::sys::wait::waitpid(self.builder, None);
-        for dir in ["upper", "work"] {
-            let _ = crate::mirror::remove_tree(&self.keep.join(dir));
+        for keep in &self.keep {
+            for dir in ["upper", "work"] {
+                let _ = crate::mirror::remove_tree(&keep.join(dir));
+            }
         }
     }
 

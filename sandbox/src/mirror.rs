@@ -376,7 +376,10 @@ fn extra_stores(config: &RunConfig) -> Vec<(PathBuf, Store)> {
 }
 
 /// Make `runs/<run id>-w<n>` in each kept `write=` tree's store.
-fn keep_extra(stores: &[(PathBuf, Store)], run_id: &str) -> Result<Vec<KeptTree>, SandboxError> {
+pub(crate) fn keep_extra(
+    stores: &[(PathBuf, Store)],
+    run_id: &str,
+) -> Result<Vec<KeptTree>, SandboxError> {
     let mut out: Vec<KeptTree> = Vec::new();
     for (n, (target, s)) in stores.iter().enumerate() {
         let keep = s.runs().join(format!("{run_id}-w{n}"));
@@ -445,12 +448,12 @@ impl Warm {
             let store = store::for_workspace(&ws, &config.state_dir).ok()?;
             Some((ws, store.runs()))
         });
-        // And the whole mirror of a run with this config (`helper::Whole`), but for runs with
-        // a proxy or kept `write=` trees (their hand-off and kept dirs are made per run).
+        // And the whole mirror of a run with this config (`helper::Whole`), with the kept dirs
+        // of its `write=` trees, but for runs with a proxy (its hand-off is made per run).
         let whole = run_config(config, &[])
             .ok()
-            .filter(|(c, _, extra)| extra.is_empty() && !c.proxy)
-            .map(|(c, _, _)| c);
+            .filter(|(c, _, _)| !c.proxy)
+            .map(|(c, _, extra)| (c, extra));
         let prepared = crate::run::prepare_ahead(config, overlay, whole)?;
         if let Ok(mut slot) = self.slot.lock() {
             if slot.is_none() {
@@ -481,7 +484,7 @@ impl Warm {
 }
 
 /// Each kept `write=` tree with its store ([`extra_stores`]).
-type KeptStores = Vec<(PathBuf, Store)>;
+pub(crate) type KeptStores = Vec<(PathBuf, Store)>;
 
 /// A mirrored run's config as its request carries it: the workspace and home canonical, the
 /// environment `env` filtered ([`filter_env`]), the stores masked, the kept `write=` trees
@@ -593,7 +596,27 @@ pub fn start_with(
             })?;
         }
     }
-    let extra = match keep_extra(&extra_stores, &run_id) {
+    // The kept `write=` trees' dirs made with a mirror built ahead serve the run when they are
+    // the ones it would make (the same trees, in the same stores); else they go.
+    let ahead = std::mem::take(&mut prepared.extra_ahead);
+    let wanted: Vec<PathBuf> = (0..extra_stores.len())
+        .map(|n| extra_stores[n].1.runs().join(format!("{run_id}-w{n}")))
+        .collect();
+    let same = ahead.len() == extra_stores.len()
+        && ahead
+            .iter()
+            .zip(extra_stores.iter().zip(&wanted))
+            .all(|(k, ((target, _), keep))| k.target == *target && k.keep == *keep);
+    let made = match same {
+        true => Ok(ahead),
+        false => {
+            for k in &ahead {
+                let _ = remove_tree(&k.keep);
+            }
+            keep_extra(&extra_stores, &run_id)
+        }
+    };
+    let extra = match made {
         Ok(extra) => extra,
         Err(e) => {
             let _ = remove_tree(&keep);

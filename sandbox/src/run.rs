@@ -7,7 +7,7 @@ use crate::cgroup::{remove_dirs, RunCgroup};
 use crate::config::{HelperCommand, RunConfig};
 use crate::model::TestRun;
 use crate::protocol::{
-    HelperReply, HelperRequest, MirrorSpec, OverlayAhead, ParentMessage, RawRun,
+    HelperReply, HelperRequest, KeptTree, MirrorSpec, OverlayAhead, ParentMessage, RawRun,
 };
 use crate::tracked::{self, Tracked};
 use crate::verdict::{self, Outcome};
@@ -91,6 +91,10 @@ pub struct Prepared {
     /// The kept dir made for a workspace overlay made ahead ([`prepare_ahead`]) until a run
     /// takes it; removed with an unused helper.
     pub(crate) kept_ahead: Option<PathBuf>,
+    /// The kept dirs made for the `write=` trees of a whole mirror built ahead
+    /// ([`prepare_ahead`]), in the trees' stores, until a run takes them; removed with an
+    /// unused helper.
+    pub(crate) extra_ahead: Vec<KeptTree>,
 }
 
 /// Start a helper and prepare a run (lock, cgroups) without a command yet. Only
@@ -103,12 +107,14 @@ pub fn prepare(config: &RunConfig) -> Result<Prepared, SandboxError> {
 /// [`prepare`], and when `overlay` names a workspace (canonical) and the runs dir of its store,
 /// the helper also makes that workspace's overlay ahead in `<runs>/<run id>` (made here, empty:
 /// a mirrored run's kept dir), for a next run in the same project (`helper::PreparedOverlay`);
-/// with `whole` too (that project's run config as a mirrored run's request has it,
-/// `mirror::Warm::fill`), the whole mirror of a run with that config (`helper::Whole`).
+/// with `whole` too (that project's run config as a mirrored run's request has it, and the
+/// stores of its kept `write=` trees, `mirror::Warm::fill`), the whole mirror of a run with that
+/// config (`helper::Whole`), with each kept tree's dir made here as the run would
+/// (`mirror::keep_extra`).
 pub(crate) fn prepare_ahead(
     config: &RunConfig,
     overlay: Option<(PathBuf, PathBuf)>,
-    whole: Option<RunConfig>,
+    whole: Option<(RunConfig, crate::mirror::KeptStores)>,
 ) -> Result<Prepared, SandboxError> {
     let helper = &config.helper;
     let name = helper.program.display().to_string();
@@ -159,6 +165,7 @@ pub(crate) fn prepare_ahead(
         channel: Some(ours),
         done: false,
         kept_ahead: None,
+        extra_ahead: Vec::new(),
     };
     let overlay = overlay.and_then(|(workspace, runs)| {
         let keep = runs.join(&prepared.run_id);
@@ -169,19 +176,26 @@ pub(crate) fn prepare_ahead(
     // The request of a run with that config, as `mirror::start_with` will send it but for the
     // command, its working directory and environment.
     let whole = match (&overlay, whole) {
-        (Some(ahead), Some(config)) if config.workspace == ahead.workspace => {
-            Some(Box::new(HelperRequest {
-                run_id: prepared.run_id.clone(),
-                command: String::new(),
-                mirror: Some(MirrorSpec {
-                    keep: ahead.keep.clone(),
-                    cwd: ahead.workspace.clone(),
-                    upper_bytes: config.limits.upper_bytes,
-                    extra: Vec::new(),
-                    since: None,
-                }),
-                config,
-            }))
+        (Some(ahead), Some((config, stores))) if config.workspace == ahead.workspace => {
+            // Not made (another process's name in the way): no mirror ahead, as for a proxy.
+            let extra = crate::mirror::keep_extra(&stores, &prepared.run_id).ok();
+            prepared
+                .extra_ahead
+                .clone_from(extra.as_ref().unwrap_or(&Vec::new()));
+            extra.map(|extra| {
+                Box::new(HelperRequest {
+                    run_id: prepared.run_id.clone(),
+                    command: String::new(),
+                    mirror: Some(MirrorSpec {
+                        keep: ahead.keep.clone(),
+                        cwd: ahead.workspace.clone(),
+                        upper_bytes: config.limits.upper_bytes,
+                        extra,
+                        since: None,
+                    }),
+                    config,
+                })
+            })
         }
         _ => None,
     };
@@ -323,6 +337,9 @@ impl Prepared {
         // Unused: its overlay went with the helper; its upper and work dirs go now.
         if let Some(keep) = self.kept_ahead.take() {
             let _ = crate::mirror::remove_tree(&keep);
+        }
+        for kept in std::mem::take(&mut self.extra_ahead) {
+            let _ = crate::mirror::remove_tree(&kept.keep);
         }
     }
 }

@@ -737,6 +737,102 @@ fn a_mirror_built_ahead_runs_the_command_given_at_the_run() {
     fin.kept.discard().expect("discard");
 }
 
+/// A run whose entry keeps `write=` trees (the starter map's `cargo build` keeps `~/.cargo`)
+/// gets its mirror built ahead too, with the kept dirs of its trees made for it: its writes
+/// there land in the tree's kept dir and commit to the tree. A warm helper taken by a run
+/// without those trees, or dropped unused, leaves none of their kept dirs in the tree's store.
+#[test]
+fn a_mirror_with_kept_write_trees_is_built_ahead_and_leaves_nothing_unused() {
+    use cmdgate_sandbox::commit::{self, CommitConfig};
+    let env = Env::new_in(std::path::Path::new("/var/tmp"));
+    let reg = env.home.join(".cargo/registry");
+    std::fs::create_dir_all(&reg).expect("mkdir registry");
+    std::fs::write(reg.join("old"), "old\n").expect("write old");
+    let mut config = env.config();
+    config.extra_writable = vec![reg.clone()];
+    let reg = reg.canonicalize().expect("canonical registry");
+    let runs = cmdgate_sandbox::store::for_workspace(&reg, &env.state)
+        .expect("the registry's store")
+        .runs();
+    // The kept `write=` trees' dirs (`<run id>-w<n>`; the workspace's store may be the same).
+    let listed = || -> Vec<std::path::PathBuf> {
+        let mut all: Vec<_> = std::fs::read_dir(&runs)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        all.retain(|p| p.to_string_lossy().ends_with("-w0"));
+        all.sort();
+        all
+    };
+    let before = listed();
+
+    let cmd = command(&env, "echo new > ~/.cargo/registry/old; echo b > out");
+    let (_, fin) = ahead_run(&config, &cmd);
+    assert!(fin.built_ahead, "{:?}", fin.run);
+    assert!(fin.run.clean, "{:?}", fin.run.why);
+    assert_eq!(fin.kept.kept_writes().collect::<Vec<_>>(), [reg.as_path()]);
+    commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
+    assert_eq!(std::fs::read_to_string(reg.join("old")).unwrap(), "new\n");
+    assert_eq!(std::fs::read_to_string(env.ws.join("out")).unwrap(), "b\n");
+    assert_eq!(
+        listed(),
+        before,
+        "the committed run's kept dir stays behind"
+    );
+
+    // Built ahead, then stale at the run (a secret made in the workspace since): torn down,
+    // the tree's `upper` and `work` with it, and built at the run in the same kept dirs.
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    env.write(".env", "TOKEN=made-after\n");
+    let cmd = command(&env, "cat .env; echo newer > ~/.cargo/registry/old");
+    let (out, fin) = warm_run(&warm, &config, &cmd);
+    assert_eq!(out, "", "{:?}", fin.run);
+    assert!(!fin.built_ahead, "{:?}", fin.run);
+    assert_eq!(fin.kept.kept_writes().collect::<Vec<_>>(), [reg.as_path()]);
+    commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
+    assert_eq!(std::fs::read_to_string(reg.join("old")).unwrap(), "newer\n");
+
+    // The tree renamed away and replaced after the preparation: the run's overlay is on the
+    // new one, and so is its commit.
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    std::fs::rename(&reg, reg.with_file_name("registry.old")).expect("rename the registry");
+    std::fs::create_dir(&reg).expect("mkdir registry");
+    std::fs::write(reg.join("old"), "fresh\n").expect("write old");
+    let cmd = command(
+        &env,
+        "cat ~/.cargo/registry/old; echo made > ~/.cargo/registry/made",
+    );
+    let (out, fin) = warm_run(&warm, &config, &cmd);
+    assert_eq!(out, "fresh\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead, "{:?}", fin.run);
+    commit::commit(fin.kept, &CommitConfig::default()).expect("commit");
+    assert!(reg.join("made").is_file() && !reg.with_file_name("registry.old/made").exists());
+    std::fs::write(reg.join("old"), "newer\n").expect("write old");
+
+    // Prepared for a run keeping the tree, taken by one that does not: its kept dir goes.
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    assert_eq!(listed().len(), before.len() + 1, "{:?}", listed());
+    let (out, fin) = warm_run(
+        &warm,
+        &env.config(),
+        &command(&env, "cat ~/.cargo/registry/old"),
+    );
+    assert_eq!(out, "newer\n", "{:?}", fin.run);
+    assert!(!fin.built_ahead);
+    assert_eq!(fin.kept.kept_writes().count(), 0);
+    fin.kept.discard().expect("discard");
+    assert_eq!(listed(), before);
+
+    // Dropped unused.
+    let warm = mirror::Warm::new();
+    warm.fill(&config).expect("prepare a helper");
+    assert_eq!(listed().len(), before.len() + 1, "{:?}", listed());
+    drop(warm);
+    assert_eq!(listed(), before);
+}
+
 /// A mirror built ahead serves a run only while it is the mirror a run built then would be:
 /// after each change a script or the operator could make between the preparation and the run
 /// — a secret created, a volume mounted, a directory on the way to a mask renamed and
