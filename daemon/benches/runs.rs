@@ -17,6 +17,11 @@
 //! is "bare + at most 15 ms + commit time": after each mirrored call (untimed) the run's own
 //! commit time is read from its audit row (`cmdgate runs --json`: the `commit.duration` the
 //! daemon recorded), and the table gives its median and the median of mirrored − commit − bare.
+//! A second table splits a mirrored call by the phases its run recorded (`phases_us`): the
+//! command's own time in the mirror (pid 1's fork of `bash -c` to its end) against the bare
+//! call, the setup left on the run's path, the effects' walk, and the call less its commit and
+//! its command — what the mirror cost around the command, apart from how much slower the
+//! command itself ran in it.
 //! The environment is a Claude Code Bash tool's: `HOME`, `PATH` and `SHELL` (without `SHELL`,
 //! bash looks the user up with `getpwuid` to set it — an NSS lookup Claude Code's shell never
 //! makes, and in the mirror a `connect` to nscd's socket that the supervisor must answer).
@@ -148,13 +153,15 @@ impl Bench {
     /// The commit time of the newest mirrored run (its audit row's `commit.duration`), which
     /// must be a run of `command`, whether its mirror was built ahead (`built_ahead`; `None`
     /// from a daemon that does not record it), and whether that mirror's secret walk was kept
-    /// valid by its watch instead of done again (`secrets_watched`).
+    /// valid by its watch instead of done again (`secrets_watched`), and where its time went
+    /// (`phases_us`: the setup on the run's path, the command itself, the effects' walk; `None`
+    /// from a daemon that does not record them).
     fn last_commit(
         &self,
         cmdgate: &Path,
         proj: &Path,
         command: &str,
-    ) -> (Duration, Option<bool>, bool) {
+    ) -> (Duration, Option<bool>, bool, Option<[Duration; 3]>) {
         let mut cmd = self.command(cmdgate, proj);
         cmd.args(["runs", "--json"]);
         let out = run(&mut cmd, "cmdgate runs --json");
@@ -176,10 +183,20 @@ impl Bench {
                 .unwrap_or_else(|| panic!("no commit time: {detail}")),
             d["nanos"].as_u64().unwrap_or(0) as u32,
         );
+        let phase = |name: &str| {
+            detail["phases_us"][name]
+                .as_u64()
+                .map(Duration::from_micros)
+        };
+        let phases = match (phase("ready_us"), phase("command_us"), phase("effects_us")) {
+            (Some(r), Some(c), Some(e)) => Some([r, c, e]),
+            _ => None,
+        };
         (
             took,
             detail["built_ahead"].as_bool(),
             detail["secrets_watched"].as_bool() == Some(true),
+            phases,
         )
     }
 
@@ -466,6 +483,7 @@ fn main() {
 
     let load_before = loadavg();
     let mut rows_ahead = Vec::new();
+    let mut rows_phases = Vec::new();
     let started = Instant::now();
     println!("| command | rounds | bare | direct (test-run + host run) | mirrored + commit | direct / bare | mirrored / bare | mirrored − bare | its commit | mirrored − bare − commit |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -481,6 +499,9 @@ fn main() {
         let (mut commits, mut less_commit) = (Vec::new(), Vec::new());
         // Of the mirrored runs: built ahead, and whether the daemon said at all.
         let (mut ahead, mut watched, mut recorded) = (0, 0, true);
+        // Of the mirrored runs: the setup on the path, the command, the effects' walk, and the
+        // call less its commit and its command (what the mirror cost around the command).
+        let mut phases: [Vec<Duration>; 4] = Default::default();
         let order = [Path3::Bare, Path3::Direct, Path3::Mirrored];
         for round in 0..n + warmup {
             for k in 0..3 {
@@ -506,7 +527,14 @@ fn main() {
                 if round >= warmup {
                     times[path as usize].push(t);
                     if path == Path3::Mirrored && read_commits {
-                        let (c, built_ahead, watched_walk) = b.last_commit(&cmdgate, proj, command);
+                        let (c, built_ahead, watched_walk, timed) =
+                            b.last_commit(&cmdgate, proj, command);
+                        if let Some(p) = timed {
+                            for (all, one) in phases.iter_mut().zip(p) {
+                                all.push(one);
+                            }
+                            phases[3].push(t.saturating_sub(c).saturating_sub(p[1]));
+                        }
                         ahead += usize::from(built_ahead == Some(true));
                         watched += usize::from(watched_walk);
                         recorded &= built_ahead.is_some();
@@ -541,6 +569,24 @@ fn main() {
             )),
             over(median(less_commit)),
         );
+        if !phases[0].is_empty() {
+            let [ready, ran, walk, around] = phases.map(median);
+            let ms_of =
+                |d: Option<Duration>| d.map_or("–".to_owned(), |d| format!("{} ms", ms(d)));
+            rows_phases.push(format!(
+                "| `{command}` | {} | {} | {} | {} | {} | {} |",
+                ms_of(bare_t),
+                ms_of(ran),
+                match (ran, bare_t) {
+                    (Some(r), Some(b)) =>
+                        format!("{:+.1} ms", (r.as_secs_f64() - b.as_secs_f64()) * 1e3),
+                    _ => "–".to_owned(),
+                },
+                ms_of(ready),
+                ms_of(walk),
+                ms_of(around),
+            ));
+        }
         if read_commits && paths.contains(&Path3::Mirrored) {
             rows_ahead.push(match recorded {
                 true => format!(
@@ -548,6 +594,15 @@ fn main() {
                 ),
                 false => format!("`{command}`: not recorded by this daemon"),
             });
+        }
+    }
+    if !rows_phases.is_empty() {
+        // The command's own time in the mirror against the whole bare call (bash's start
+        // included): what the mirror slowed the command by, and what it cost around it.
+        println!("\n| command | bare (whole call) | the command in the mirror | in the mirror − bare | setup on the run's path | effects' walk | mirrored − commit − command |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for row in &rows_phases {
+            println!("{row}");
         }
     }
     if !rows_ahead.is_empty() {

@@ -988,6 +988,7 @@ fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
             upper_guard: upper_guard.as_ref(),
         },
     );
+    let ended = Instant::now();
     let mut effects = collected.effects;
     if let Some(setup) = collected.setup_failed {
         return Err(HelperError::Mirror(setup));
@@ -1050,7 +1051,17 @@ fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
         started,
         built_ahead: false,
         secrets_watched: false,
+        phases: crate::protocol::RunPhases {
+            ready_us: micros(run_start.saturating_duration_since(start)),
+            command_us: collected.ran_us,
+            effects_us: micros(ended.elapsed()),
+        },
     })
+}
+
+/// `d` in whole microseconds (saturating).
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// The run's boundary for "changed on the host after the run started" (`RawRun::started`,
@@ -1615,6 +1626,8 @@ struct Collected {
     killed: bool,
     /// The upper-dir guard killed the run (a `LimitHit` says so).
     over_limit: bool,
+    /// The command's own time, as pid 1 timed it (`InitMessage::Exited::ran_us`).
+    ran_us: u64,
 }
 
 /// Did poll report anything for `p` (readable, hung up, an error; bits nix does not name count)?
@@ -1721,9 +1734,14 @@ fn collect(child: nix::unistd::Pid, pidfd: Option<&OwnedFd>, io: Collect) -> Col
                                         c.effects.push(e);
                                     }
                                 }
-                                Ok(InitMessage::Exited { exit, signal }) => {
+                                Ok(InitMessage::Exited {
+                                    exit,
+                                    signal,
+                                    ran_us,
+                                }) => {
                                     c.exit = exit;
                                     c.signal = signal;
+                                    c.ran_us = ran_us;
                                 }
                                 Ok(InitMessage::Prepared) | Err(_) => {}
                             }

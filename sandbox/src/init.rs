@@ -223,6 +223,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         stderr: &job.stderr,
         handoff: &theirs,
     };
+    let forked = std::time::Instant::now();
     // SAFETY: this process is single-threaded (forked from the single-threaded helper), so the
     // child may run arbitrary code after fork.
     let pid = match unsafe { nix::unistd::fork() } {
@@ -247,7 +248,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     let mut writable = args.writable.clone();
     // Device nodes and /proc/self are written by ordinary tools (`> /dev/null`, oom_score_adj).
     writable.extend(["/dev", "/proc"].map(PathBuf::from));
-    let status = supervise(
+    let mut status = supervise(
         pid,
         &sfd,
         listener.as_ref(),
@@ -258,6 +259,9 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         },
         &mut report,
     );
+    if let InitMessage::Exited { ran_us, .. } = &mut status {
+        *ran_us = u64::try_from(forked.elapsed().as_micros()).unwrap_or(u64::MAX);
+    }
     report.send(&status);
     for e in leftovers() {
         report.send(&InitMessage::Effect(e));
@@ -514,12 +518,14 @@ fn supervise(
                     return InitMessage::Exited {
                         exit: Some(code),
                         signal: None,
+                        ran_us: 0,
                     }
                 }
                 Ok(WaitStatus::Signaled(p, sig, _)) if p == pid => {
                     return InitMessage::Exited {
                         exit: None,
                         signal: Some(sig as i32),
+                        ran_us: 0,
                     }
                 }
                 Ok(WaitStatus::StillAlive) | Err(_) => break,

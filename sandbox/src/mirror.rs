@@ -121,6 +121,8 @@ pub struct Finished {
     /// Its mirror's secret walk was kept valid by a watch since the mirror was built
     /// (`walkwatch`), not done again when the run started.
     pub secrets_watched: bool,
+    /// Where the run's time went.
+    pub phases: crate::protocol::RunPhases,
 }
 
 impl Finished {
@@ -751,8 +753,8 @@ impl MirrorRun {
                 return Err(SandboxError::Helper("kept run metadata".into(), e));
             }
         }
-        let (killed, built_ahead, secrets_watched) =
-            (raw.killed, raw.built_ahead, raw.secrets_watched);
+        let (killed, built_ahead, secrets_watched, phases) =
+            (raw.killed, raw.built_ahead, raw.secrets_watched, raw.phases);
         let run = judge(&self.config, raw, true);
         Ok(Finished {
             run,
@@ -760,6 +762,7 @@ impl MirrorRun {
             kept,
             built_ahead,
             secrets_watched,
+            phases,
         })
     }
 }

@@ -152,6 +152,24 @@ pub struct RawRun {
     /// done again at `Run`.
     #[serde(default)]
     pub secrets_watched: bool,
+    /// Where the run's time went ([`RunPhases`]).
+    #[serde(default)]
+    pub phases: RunPhases,
+}
+
+/// Where a run's time went, in microseconds, for `cmdgate runs` and the runs bench: what the
+/// mirror costs apart from the command, and how much slower the command itself ran in it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPhases {
+    /// From the helper's start on the run (the `Run`, or for a mirror built ahead the command's
+    /// arrival at its builder) to pid 1 forked or handed the command: the mirror's setup left on
+    /// the run's path.
+    pub ready_us: u64,
+    /// The command itself, from pid 1's fork of `bash -c` to its exit, as pid 1 timed it (0
+    /// when pid 1 did not say: the command never started, or pid 1 was killed).
+    pub command_us: u64,
+    /// From pid 1's end to the answer: the kernel counters read and the effects walked.
+    pub effects_us: u64,
 }
 
 /// What a mirror built ahead waits for (`helper::Whole`): the command and what comes with it,
@@ -188,5 +206,8 @@ pub enum InitMessage {
         exit: Option<i32>,
         /// Signal.
         signal: Option<i32>,
+        /// How long it ran, from its fork to its end (microseconds).
+        #[serde(default)]
+        ran_us: u64,
     },
 }

@@ -800,6 +800,7 @@ fn run_detail(
         "duration_ms": started.elapsed().as_millis() as u64,
         "built_ahead": finished.built_ahead,
         "secrets_watched": finished.secrets_watched,
+        "phases_us": finished.phases,
         "clean": tr.clean,
         "why": tr.why,
         "effects": tr.effects,

@@ -737,6 +737,29 @@ fn a_mirror_built_ahead_runs_the_command_given_at_the_run() {
     fin.kept.discard().expect("discard");
 }
 
+/// A run reports where its time went: the command as pid 1 timed it (at least its sleep, and
+/// within the run's wall time), the setup before it and the effects' walk after it.
+#[test]
+fn a_run_reports_its_phases() {
+    let env = Env::new();
+    let config = env.config();
+    let cmd = command(&env, "sleep 0.2; echo done > slept.txt");
+    let started = std::time::Instant::now();
+    let (_, fin) = ahead_run_after(&config, &|| {}, &cmd);
+    let wall = started.elapsed().as_micros() as u64;
+    let p = fin.phases;
+    assert!(
+        (200_000..wall).contains(&p.command_us),
+        "{p:?}, wall {wall} us"
+    );
+    assert!(
+        p.ready_us > 0 && p.effects_us > 0 && p.ready_us + p.command_us + p.effects_us < wall,
+        "{p:?}, wall {wall} us"
+    );
+    assert!(fin.kept.upper().join("slept.txt").is_file());
+    fin.kept.discard().expect("discard");
+}
+
 /// A run whose entry keeps `write=` trees (the starter map's `cargo build` keeps `~/.cargo`)
 /// gets its mirror built ahead too, with the kept dirs of its trees made for it: its writes
 /// there land in the tree's kept dir and commit to the tree. A warm helper taken by a run
