@@ -193,11 +193,18 @@ pub struct SandboxConfig {
     pub max_concurrent: usize,
     /// Default test-run timeout when the tier-map entry sets none (capped by the test-run deadline).
     pub timeout_ms: u64,
+    /// A run's memory (cgroup); 0 (the default): three quarters of the machine's.
     pub memory_bytes: u64,
+    /// A run's processes and threads together (cgroup).
     pub pids: u64,
     /// Thousandths of one CPU; 0 (the default): no quota, every CPU as on the host.
     pub cpu_millis: u64,
+    /// The scratch tmpfs of a run: /tmp, /run, /dev/shm and the home's writes outside `write=`.
     pub scratch_bytes: u64,
+    /// Bytes a mirrored run may add to the disk of the workspace (and of each kept `write=`
+    /// tree), where its upper dir is: past it, or below 256 MiB (or 1 %) free space there, the
+    /// run is killed and rolled back.
+    pub upper_bytes: u64,
     /// Run bookkeeping (mount points, locks); default `<data dir>/sandbox`.
     pub state_dir: Option<PathBuf>,
     /// System mode: the mirror helper program with file capabilities
@@ -225,6 +232,7 @@ impl Default for SandboxConfig {
             pids: l.pids,
             cpu_millis: l.cpu_millis,
             scratch_bytes: l.scratch_bytes,
+            upper_bytes: l.upper_bytes,
             state_dir: None,
             helper: None,
             keep_rolled_back_secs: 24 * 3600,

@@ -141,6 +141,7 @@ impl RunCgroup {
 
     /// Write the run's limits (before anything of the command runs).
     pub fn set_limits(&self, limits: &Limits) -> Result<(), CgroupError> {
+        let memory = crate::config::memory_limit(limits.memory_bytes);
         let write = |dir: &Path, file: &str, value: String| -> Result<(), CgroupError> {
             let p = dir.join(file);
             std::fs::write(&p, value).map_err(io("write", &p))
@@ -148,22 +149,14 @@ impl RunCgroup {
         for (ctrl, flavor, dir) in &self.dirs {
             match (ctrl.as_str(), flavor) {
                 ("memory", Flavor::V1) => {
-                    write(
-                        dir,
-                        "memory.limit_in_bytes",
-                        limits.memory_bytes.to_string(),
-                    )?;
+                    write(dir, "memory.limit_in_bytes", memory.to_string())?;
                     // With swap, memsw caps memory+swap; absent when swap accounting is off.
                     if dir.join("memory.memsw.limit_in_bytes").exists() {
-                        write(
-                            dir,
-                            "memory.memsw.limit_in_bytes",
-                            limits.memory_bytes.to_string(),
-                        )?;
+                        write(dir, "memory.memsw.limit_in_bytes", memory.to_string())?;
                     }
                 }
                 ("memory", Flavor::V2) => {
-                    write(dir, "memory.max", limits.memory_bytes.to_string())?;
+                    write(dir, "memory.max", memory.to_string())?;
                     if dir.join("memory.swap.max").exists() {
                         write(dir, "memory.swap.max", "0".into())?;
                     }
@@ -347,6 +340,46 @@ mod tests {
         assert_eq!(quota(&cg), Some(50_000));
         cg.set_limits(&Limits::default()).expect("limits");
         assert_eq!(quota(&cg), None);
+        assert!(cg.remove());
+    }
+
+    /// The memory limit the run's cgroup has.
+    fn memory_max(cg: &RunCgroup) -> u64 {
+        let (_, flavor, dir) = cg
+            .dirs
+            .iter()
+            .find(|(c, _, _)| c == "memory")
+            .expect("memory");
+        let file = match flavor {
+            Flavor::V1 => "memory.limit_in_bytes",
+            Flavor::V2 => "memory.max",
+        };
+        let text = std::fs::read_to_string(dir.join(file)).expect("read the memory limit");
+        text.trim().parse().expect("a number")
+    }
+
+    /// A run's memory limit is three quarters of the machine's by default (a build in the
+    /// mirror is the real run: 2 GiB killed builds the host ran), and a configured one as set.
+    #[test]
+    fn the_default_memory_limit_is_three_quarters_of_the_machines() {
+        let cg = RunCgroup::create(&format!("test-mem-{}", std::process::id())).expect("create");
+        cg.set_limits(&Limits::default()).expect("limits");
+        let meminfo = std::fs::read_to_string("/proc/meminfo").expect("meminfo");
+        let kb: u64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("MemTotal");
+        let page = 4096;
+        let want = kb * 1024 / 4 * 3;
+        assert_eq!(memory_max(&cg) / page, want / page, "{kb} kB");
+        cg.set_limits(&Limits {
+            memory_bytes: 512 << 20,
+            ..Limits::default()
+        })
+        .expect("limits");
+        assert_eq!(memory_max(&cg), 512 << 20);
         assert!(cg.remove());
     }
 }

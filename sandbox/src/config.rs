@@ -31,9 +31,13 @@ pub struct RunAs {
 pub struct Limits {
     /// Wall-clock budget; past it pid 1 of the run's pid namespace is SIGKILLed (every descendant dies).
     pub timeout: Duration,
-    /// Memory cgroup limit in bytes; tmpfs pages (upper dirs, /tmp) are charged here too.
+    /// Memory cgroup limit in bytes; tmpfs pages (the scratch upper dirs, /tmp) are charged here
+    /// too. 0, the default: three quarters of the machine's memory ([`memory_limit`]), so a
+    /// mirrored build — the real run — has what it would have on the host, and the host keeps
+    /// a quarter when a command runs away.
     pub memory_bytes: u64,
-    /// Maximum number of tasks in the run's pids cgroup (stops fork bombs).
+    /// Maximum number of tasks (processes and threads) in the run's pids cgroup (stops fork
+    /// bombs).
     pub pids: u64,
     /// CPU share as a fraction of one CPU in thousandths (1000 = one full CPU); 0, the default,
     /// sets no quota: the run has every CPU, as the command would on the host.
@@ -54,12 +58,33 @@ fn default_upper_bytes() -> u64 {
     8 << 30
 }
 
+/// The memory limit `configured` stands for: itself, or for 0 three quarters of the machine's
+/// memory (`MemTotal`; 2 GiB when it cannot be read).
+pub fn memory_limit(configured: u64) -> u64 {
+    if configured != 0 {
+        return configured;
+    }
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|kb| kb.trim().parse::<u64>().ok())
+        })
+        .map(|kb| kb.saturating_mul(1024));
+    match total {
+        Some(bytes) if bytes > 0 => bytes / 4 * 3,
+        _ => 2 << 30,
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             timeout: Duration::from_secs(60),
-            memory_bytes: 2 << 30,
-            pids: 512,
+            memory_bytes: 0,
+            pids: 4096,
             cpu_millis: 0,
             scratch_bytes: 1 << 30,
             output_bytes: 64 << 10,

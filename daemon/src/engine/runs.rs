@@ -205,6 +205,7 @@ impl Runs {
         cfg.limits.pids = self.config.pids;
         cfg.limits.cpu_millis = self.config.cpu_millis;
         cfg.limits.scratch_bytes = self.config.scratch_bytes;
+        cfg.limits.upper_bytes = self.config.upper_bytes;
         cfg.network = options.network;
         // Network by domain: the run's own namespace, reaching only the proxy.
         cfg.proxy = !options.network && !options.hosts.is_empty();
@@ -503,6 +504,16 @@ impl Runs {
                 network_message(&issued.command, &why, &issued.plan.options.hosts),
                 Some(false),
             )
+        } else if let Some(over) = limits_hit(&tr.effects, &self.config) {
+            // Killed or starved by the kernel partway: never committed, nor acceptable.
+            let mut o = base(
+                RunStatus::RolledBack,
+                limit_message(&issued.command, &over),
+                Some(false),
+            );
+            o.acceptance =
+                RunAcceptance::NotAcceptable("the run went over a limit of the mirror".into());
+            o
         } else if !tr.clean || !refused.is_empty() {
             let why = match (tr.clean, tr.why.is_empty()) {
                 (true, _) => refused.clone(),
@@ -570,7 +581,12 @@ impl Runs {
     ) {
         if outcome.status == RunStatus::Committed {
             self.commit(issued, outcome, detail, finished).await;
-        } else if outcome.status == RunStatus::RolledBack && self.config.keep_rolled_back_secs > 0 {
+        } else if outcome.status == RunStatus::RolledBack
+            && self.config.keep_rolled_back_secs > 0
+            && limits_hit(&finished.run.effects, &self.config).is_none()
+        {
+            // A run killed at a limit is not kept: its effects stop partway (nothing to apply),
+            // and a disk filled to its limit would stay filled.
             // Kept for the operator: `cmdgate runs show RUN --diff`, then `cmdgate apply RUN`.
             outcome.kept = self.keep(finished.kept, issued.background).await;
             if let Some(k) = &outcome.kept {
@@ -885,6 +901,52 @@ fn network_message(
          to add it to the entry's `network=` list.",
         why.join("; "),
         allowed.join(", ")
+    )
+}
+
+/// The limits of the mirror a run went over (its `LimitHit` effects), each with its value and
+/// the setting that holds it; `None` when it went over none.
+fn limits_hit(effects: &[Effect], config: &crate::config::SandboxConfig) -> Option<Vec<String>> {
+    let gib = |bytes: u64| match bytes {
+        b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{b} bytes"),
+    };
+    let over: Vec<String> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::LimitHit { limit, .. } => Some(limit.as_str()),
+            _ => None,
+        })
+        .map(|limit| match limit {
+            "memory" => format!(
+                "its memory limit ({}, `[sandbox] memory_bytes`): the kernel killed a \
+                 process of it",
+                gib(cmdgate_sandbox::config::memory_limit(config.memory_bytes))
+            ),
+            "pids" => format!(
+                "its limit of {} processes and threads (`[sandbox] pids`): a process or \
+                 thread of it could not start",
+                config.pids
+            ),
+            "upper" => format!(
+                "its limit on what it may add to the disk ({}, `[sandbox] upper_bytes`), or \
+                 the disk's last free space (256 MiB or 1 % of it): it was killed",
+                gib(config.upper_bytes)
+            ),
+            other => format!("its `{other}` limit"),
+        })
+        .collect();
+    (!over.is_empty()).then_some(over)
+}
+
+/// The client's last line after a run went over a limit of the mirror.
+fn limit_message(command: &str, over: &[String]) -> String {
+    format!(
+        "cmdgate rolled back `{command}`: it went over {}. Nothing it did reached the \
+         workspace (its output above is real). If the command needs more, ask the user to \
+         raise the limit in cmdgate's config.",
+        over.join("; and ")
     )
 }
 
