@@ -1424,6 +1424,7 @@ impl Whole {
         passed: Vec<OwnedFd>,
         held: &mut Held,
     ) -> Result<HelperReply, Vec<OwnedFd>> {
+        let checking = Instant::now();
         // The watch goes only after our answer, whatever happens here (`Held`).
         held.watch = self.watch.take();
         if !self.same_run(req) {
@@ -1489,12 +1490,19 @@ impl Whole {
             env: req.config.command_env(),
             started,
         };
+        // The re-checks are setup left on the run's path too: the builder's `ready_us` starts
+        // when the command reaches it.
+        let checks = micros(checking.elapsed());
         let sent = crate::init::send_go(&self.link, &[out.as_raw_fd(), err.as_raw_fd()], &go);
         drop((out, err));
         let reply = match (sent, self.next()) {
             (Ok(()), Some(BuilderMessage::Reply(HelperReply::Done(raw)))) => {
                 HelperReply::Done(RawRun {
                     secrets_watched: watched,
+                    phases: crate::protocol::RunPhases {
+                        ready_us: raw.phases.ready_us.saturating_add(checks),
+                        ..raw.phases
+                    },
                     ..raw
                 })
             }

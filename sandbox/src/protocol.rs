@@ -161,9 +161,9 @@ pub struct RawRun {
 /// mirror costs apart from the command, and how much slower the command itself ran in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunPhases {
-    /// From the helper's start on the run (the `Run`, or for a mirror built ahead the command's
-    /// arrival at its builder) to pid 1 forked or handed the command: the mirror's setup left on
-    /// the run's path.
+    /// From the helper's start on the run (the `Run`, or for a mirror built ahead the start of
+    /// its re-checks, plus the time from the command's arrival at its builder) to pid 1 forked
+    /// or handed the command: the mirror's setup left on the run's path.
     pub ready_us: u64,
     /// The command itself, from pid 1's fork of `bash -c` to its exit, as pid 1 timed it (0
     /// when pid 1 did not say: the command never started, or pid 1 was killed).

@@ -55,11 +55,11 @@ pub struct RunArgs {
     /// Run the command as UID[:GID] (recommended: the agent's).
     #[arg(long, value_parser = parse_run_as)]
     pub user: Option<RunAs>,
-    /// Memory limit in MiB.
-    #[arg(long, default_value_t = 2048)]
+    /// Memory limit in MiB; 0: three quarters of the machine's memory (the daemon's default).
+    #[arg(long, default_value_t = 0)]
     pub memory_mib: u64,
-    /// Maximum number of processes.
-    #[arg(long, default_value_t = 512)]
+    /// Maximum number of processes and threads together.
+    #[arg(long, default_value_t = 4096)]
     pub pids: u64,
     /// Changes outside the workspace under this path keep the run clean (repeatable).
     #[arg(long)]
