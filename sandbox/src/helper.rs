@@ -1052,16 +1052,11 @@ fn conclude(built: Built, held: &mut Held) -> Result<RawRun, HelperError> {
         built_ahead: false,
         secrets_watched: false,
         phases: crate::protocol::RunPhases {
-            ready_us: micros(run_start.saturating_duration_since(start)),
+            ready_us: crate::protocol::micros(run_start.saturating_duration_since(start)),
             command_us: collected.ran_us,
-            effects_us: micros(ended.elapsed()),
+            effects_us: crate::protocol::micros(ended.elapsed()),
         },
     })
-}
-
-/// `d` in whole microseconds (saturating).
-fn micros(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// The run's boundary for "changed on the host after the run started" (`RawRun::started`,
@@ -1492,7 +1487,7 @@ impl Whole {
         };
         // The re-checks are setup left on the run's path too: the builder's `ready_us` starts
         // when the command reaches it.
-        let checks = micros(checking.elapsed());
+        let checks = crate::protocol::micros(checking.elapsed());
         let sent = crate::init::send_go(&self.link, &[out.as_raw_fd(), err.as_raw_fd()], &go);
         drop((out, err));
         let reply = match (sent, self.next()) {

@@ -260,7 +260,7 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
         &mut report,
     );
     if let InitMessage::Exited { ran_us, .. } = &mut status {
-        *ran_us = u64::try_from(forked.elapsed().as_micros()).unwrap_or(u64::MAX);
+        *ran_us = crate::protocol::micros(forked.elapsed());
     }
     report.send(&status);
     for e in leftovers() {

@@ -157,6 +157,11 @@ pub struct RawRun {
     pub phases: RunPhases,
 }
 
+/// `d` in whole microseconds (saturating), as [`RunPhases`] counts.
+pub(crate) fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// Where a run's time went, in microseconds, for `cmdgate runs` and the runs bench: what the
 /// mirror costs apart from the command, and how much slower the command itself ran in it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

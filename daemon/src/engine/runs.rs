@@ -504,11 +504,11 @@ impl Runs {
                 network_message(&issued.command, &why, &issued.plan.options.hosts),
                 Some(false),
             )
-        } else if let Some(over) = limits_hit(&tr.effects, &self.config) {
+        } else if over_a_limit(&tr.effects) {
             // Killed or starved by the kernel partway: never committed, nor acceptable.
             let mut o = base(
                 RunStatus::RolledBack,
-                limit_message(&issued.command, &over),
+                limit_message(&issued.command, &tr.effects, &self.config),
                 Some(false),
             );
             o.acceptance =
@@ -583,7 +583,7 @@ impl Runs {
             self.commit(issued, outcome, detail, finished).await;
         } else if outcome.status == RunStatus::RolledBack
             && self.config.keep_rolled_back_secs > 0
-            && limits_hit(&finished.run.effects, &self.config).is_none()
+            && !over_a_limit(&finished.run.effects)
         {
             // A run killed at a limit is not kept: its effects stop partway (nothing to apply),
             // and a disk filled to its limit would stay filled.
@@ -904,10 +904,20 @@ fn network_message(
     )
 }
 
-/// The limits of the mirror a run went over (its `LimitHit` effects), each with its value and
-/// the setting that holds it; `None` when it went over none.
-fn limits_hit(effects: &[Effect], config: &crate::config::SandboxConfig) -> Option<Vec<String>> {
-    let gib = |bytes: u64| match bytes {
+/// Whether the run went over a limit of the mirror (a `LimitHit` effect): the kernel or the
+/// upper dirs' guard stopped it partway.
+fn over_a_limit(effects: &[Effect]) -> bool {
+    effects.iter().any(|e| matches!(e, Effect::LimitHit { .. }))
+}
+
+/// The client's last line after a run went over a limit of the mirror: each limit it went over
+/// (its `LimitHit` effects), with its value and the setting that holds it.
+fn limit_message(
+    command: &str,
+    effects: &[Effect],
+    config: &crate::config::SandboxConfig,
+) -> String {
+    let size = |bytes: u64| match bytes {
         b if b >= 1 << 30 => format!("{:.1} GiB", b as f64 / f64::from(1u32 << 30)),
         b if b >= 1 << 20 => format!("{} MiB", b >> 20),
         b => format!("{b} bytes"),
@@ -915,33 +925,27 @@ fn limits_hit(effects: &[Effect], config: &crate::config::SandboxConfig) -> Opti
     let over: Vec<String> = effects
         .iter()
         .filter_map(|e| match e {
-            Effect::LimitHit { limit, .. } => Some(limit.as_str()),
+            Effect::LimitHit { limit, .. } => Some(match limit.as_str() {
+                "memory" => format!(
+                    "its memory limit ({}, `[sandbox] memory_bytes`): the kernel killed a \
+                     process of it",
+                    size(cmdgate_sandbox::config::memory_limit(config.memory_bytes))
+                ),
+                "pids" => format!(
+                    "its limit of {} processes and threads (`[sandbox] pids`): a process or \
+                     thread of it could not start",
+                    config.pids
+                ),
+                "upper" => format!(
+                    "its limit on what it may add to the disk ({}, `[sandbox] upper_bytes`), \
+                     or the disk's last free space (256 MiB or 1 % of it): it was killed",
+                    size(config.upper_bytes)
+                ),
+                other => format!("its `{other}` limit"),
+            }),
             _ => None,
         })
-        .map(|limit| match limit {
-            "memory" => format!(
-                "its memory limit ({}, `[sandbox] memory_bytes`): the kernel killed a \
-                 process of it",
-                gib(cmdgate_sandbox::config::memory_limit(config.memory_bytes))
-            ),
-            "pids" => format!(
-                "its limit of {} processes and threads (`[sandbox] pids`): a process or \
-                 thread of it could not start",
-                config.pids
-            ),
-            "upper" => format!(
-                "its limit on what it may add to the disk ({}, `[sandbox] upper_bytes`), or \
-                 the disk's last free space (256 MiB or 1 % of it): it was killed",
-                gib(config.upper_bytes)
-            ),
-            other => format!("its `{other}` limit"),
-        })
         .collect();
-    (!over.is_empty()).then_some(over)
-}
-
-/// The client's last line after a run went over a limit of the mirror.
-fn limit_message(command: &str, over: &[String]) -> String {
     format!(
         "cmdgate rolled back `{command}`: it went over {}. Nothing it did reached the \
          workspace (its output above is real). If the command needs more, ask the user to \
