@@ -485,6 +485,23 @@ fn after_a_runs_end_the_next_runs_helper_is_prepared_and_serves_it() {
     assert_eq!(run_id(&run_row(&g, "p2")), prepared);
 }
 
+/// Runs `command` as tool call `id`, which must go over a limit: a failed call, rolled back,
+/// nothing of it committed (each of `made` absent), and the client's last words returned.
+fn run_over_a_limit(g: &Gate, id: &str, command: &str, made: &[&str]) -> String {
+    let done = g.shell(&g.pre_rewrite(id, command));
+    let err = done.stderr_text();
+    println!("exit {:?}\nstderr:\n{err}", done.status);
+    assert_ne!(done.status.code(), Some(0));
+    for name in made {
+        assert!(!g.proj.join(name).exists(), "{name} was committed");
+    }
+    let row = run_row(g, id);
+    assert_eq!(row["decision"], "rolled_back", "{row}");
+    // Killed partway: nothing to apply, so not kept for the operator.
+    assert!(!err.contains("apply it"), "{err}");
+    err
+}
+
 /// A run that goes over a limit of the mirror is rolled back, and the agent is told which limit,
 /// its value and the setting that raises it: memory (the kernel kills it) and what it may add to
 /// the workspace's disk (the guard kills it).
@@ -500,33 +517,17 @@ fn a_run_over_a_limit_is_rolled_back_and_names_the_limit_and_its_setting() {
     g.start();
 
     let hog = "echo started > hog.txt; awk 'BEGIN { s = \"x\"; while (1) s = s s }'";
-    let done = g.shell(&g.pre_rewrite("m1", hog));
-    let err = done.stderr_text();
-    println!("exit {:?}\nstderr:\n{err}", done.status);
-    assert_ne!(done.status.code(), Some(0));
+    let err = run_over_a_limit(&g, "m1", hog, &["hog.txt"]);
     assert!(
         err.contains("went over its memory limit (64 MiB, `[sandbox] memory_bytes`)"),
         "{err}"
     );
-    assert!(
-        !g.proj.join("hog.txt").exists(),
-        "nothing of it is committed"
-    );
-    let row = run_row(&g, "m1");
-    assert_eq!(row["decision"], "rolled_back", "{row}");
-    // Killed partway: nothing to apply, so not kept for the operator.
-    assert!(!err.contains("apply it"), "{err}");
 
     let fill = "echo started > fill.txt; head -c 8M /dev/zero > big";
-    let done = g.shell(&g.pre_rewrite("u1", fill));
-    let err = done.stderr_text();
-    println!("exit {:?}\nstderr:\n{err}", done.status);
-    assert_ne!(done.status.code(), Some(0));
+    let err = run_over_a_limit(&g, "u1", fill, &["fill.txt", "big"]);
     assert!(
         err.contains("(1 MiB, `[sandbox] upper_bytes`)") && !err.contains("memory_bytes"),
         "{err}"
     );
-    assert!(!g.proj.join("fill.txt").exists() && !g.proj.join("big").exists());
-    assert_eq!(run_row(&g, "u1")["decision"], "rolled_back");
     assert!(g.verify()["broken"].is_null());
 }
