@@ -786,7 +786,7 @@ fn read_path(pid: i32, ptr: u64) -> Option<PathBuf> {
 /// The absolute path (inside the mirror) a path argument names, symlinks resolved as the kernel
 /// would; components that do not exist yet are kept as written.
 fn resolve_path(pid: i32, arg: &confine::PathArg, args: &[u64; 6]) -> Option<PathBuf> {
-    let raw = read_path(pid, args[arg.path])?;
+    let raw = as_seen_by(pid, read_path(pid, args[arg.path])?);
     let base = if raw.is_absolute() {
         PathBuf::from("/")
     } else {
@@ -825,19 +825,59 @@ fn resolve_path(pid: i32, arg: &confine::PathArg, args: &[u64; 6]) -> Option<Pat
     Some(path)
 }
 
+/// `raw` with its leading name for "this process" — `/proc/self`, `/proc/thread-self`,
+/// `/dev/fd`, `/dev/stdin|stdout|stderr` (links to `/proc/self/fd/N`) — spelled with the
+/// command's thread id: resolved by the supervisor as written, they name the supervisor's own
+/// fds, and `echo x >> /proc/self/fd/3` with fd 3 on `/etc/passwd` went unnoted.
+fn as_seen_by(tid: i32, raw: PathBuf) -> PathBuf {
+    let own = |rest: &Path| {
+        let mut p = PathBuf::from(format!("/proc/{tid}"));
+        p.push(rest);
+        p
+    };
+    let named = [
+        ("/dev/stdin", "fd/0"),
+        ("/dev/stdout", "fd/1"),
+        ("/dev/stderr", "fd/2"),
+    ];
+    if let Some((_, fd)) = named.iter().find(|(n, _)| raw == Path::new(n)) {
+        return own(Path::new(fd));
+    }
+    if let Ok(rest) = raw.strip_prefix("/dev/fd") {
+        return own(&Path::new("fd").join(rest));
+    }
+    if let Ok(rest) = raw.strip_prefix("/proc/self") {
+        return own(rest);
+    }
+    if let Ok(rest) = raw.strip_prefix("/proc/thread-self") {
+        return own(&Path::new(&format!("task/{tid}")).join(rest));
+    }
+    raw
+}
+
 /// `path` with every link and `..` resolved as the kernel resolves them — what `realpath`
 /// gives — in one lookup: an `O_PATH` open (which opens nothing: no device, no FIFO) and the
 /// name of its fd. `realpath` reads every component of the way as a possible link, 4–6 µs each
 /// through the mirror's overlays, and the supervisor resolves every write it notes: a build's
-/// writes under `target/` cost over 100 µs each that way. `None` when `path` does not exist.
+/// writes under `target/` cost over 100 µs each that way. `None` when `path` does not exist, and
+/// — as `realpath` fails there too — when the fd's name does not lead back to the same file:
+/// `/proc/PID/fd/N` of a pipe, socket or anonymous inode (`pipe:[…]`, no path at all), a memfd
+/// or a deleted file (`/memfd:x (deleted)`). Those are no filesystem write: taken as a path,
+/// `echo hi > /dev/stdout` into the run's output pipe was a "write to read-only pipe:[…]", and
+/// every cargo build (its jobserver re-opens a pipe by `/proc/self/fd/N`) was dirty.
 fn canonical(path: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     let fd = nix::fcntl::open(
         path,
         nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
         nix::sys::stat::Mode::empty(),
     )
     .ok()?;
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
+    let name = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
+    let opened = nix::sys::stat::fstat(&fd).ok()?;
+    let named = std::fs::metadata(&name).ok()?;
+    (name.is_absolute() && named.dev() == opened.st_dev && named.ino() == opened.st_ino)
+        .then_some(name)
 }
 
 fn socket_domain(pid: i32, fd: i32) -> Option<i32> {
@@ -993,12 +1033,35 @@ fn leftovers() -> Vec<Effect> {
 
 #[cfg(test)]
 mod tests {
-    use super::canonical;
+    use super::{as_seen_by, canonical};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
     use std::path::Path;
+
+    /// The command's names for itself are spelled with its thread id; everything else,
+    /// including look-alikes, is left as written.
+    #[test]
+    fn names_for_this_process_are_the_commands() {
+        for (raw, want) in [
+            ("/proc/self/fd/3", "/proc/77/fd/3"),
+            ("/proc/self", "/proc/77"),
+            ("/proc/thread-self/fd/3", "/proc/77/task/77/fd/3"),
+            ("/dev/stdout", "/proc/77/fd/1"),
+            ("/dev/stderr", "/proc/77/fd/2"),
+            ("/dev/stdin", "/proc/77/fd/0"),
+            ("/dev/fd/5", "/proc/77/fd/5"),
+            ("/proc/selfish/x", "/proc/selfish/x"),
+            ("/dev/stdout2", "/dev/stdout2"),
+            ("proc/self/fd/3", "proc/self/fd/3"),
+            ("/etc/passwd", "/etc/passwd"),
+        ] {
+            assert_eq!(as_seen_by(77, raw.into()), Path::new(want), "{raw}");
+        }
+    }
 
     /// The one-lookup resolution is `realpath`'s: links (relative, absolute, chained, to a
     /// directory), `..` after a link, `/proc`'s magic links, a FIFO (not opened), and nothing
-    /// for a path that does not exist or a dangling link.
+    /// for a path that does not exist, a dangling link, or a magic link to a pipe, socket,
+    /// memfd or deleted file.
     #[test]
     fn canonical_is_realpath() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -1036,5 +1099,33 @@ mod tests {
         ] {
             assert_eq!(canonical(&p), None, "{}", p.display());
         }
+        // Magic links to what has no path: `realpath` fails on each, and so must `canonical`
+        // (the supervisor then resolves the parent, `/proc/PID/fd`, as before).
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        // SAFETY: a NUL-terminated name and a flag; the new fd is ours alone.
+        let memfd = unsafe { libc::memfd_create(c"cmdgate-test".as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(memfd >= 0, "memfd_create");
+        // SAFETY: just created above, owned nowhere else.
+        let memfd = unsafe { OwnedFd::from_raw_fd(memfd) };
+        let gone = std::fs::File::create(d.join("gone")).expect("create");
+        std::fs::remove_file(d.join("gone")).unwrap();
+        let sock = std::os::unix::net::UnixDatagram::unbound().expect("socket");
+        let fd_link = |fd: RawFd| std::path::PathBuf::from(format!("/proc/self/fd/{fd}"));
+        for fd in [
+            r.as_raw_fd(),
+            w.as_raw_fd(),
+            memfd.as_raw_fd(),
+            sock.as_raw_fd(),
+        ] {
+            let p = fd_link(fd);
+            assert!(std::fs::canonicalize(&p).is_err(), "{}", p.display());
+            assert_eq!(canonical(&p), None, "{}", p.display());
+        }
+        // A deleted file, and another made after under the name its link shows: `realpath`
+        // would answer with that other file; `canonical` knows it is not the one opened.
+        let p = fd_link(gone.as_raw_fd());
+        assert_eq!(canonical(&p), None, "{}", p.display());
+        std::fs::write(d.join("gone (deleted)"), "x").unwrap();
+        assert_eq!(canonical(&p), None, "{}", p.display());
     }
 }

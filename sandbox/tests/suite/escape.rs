@@ -73,6 +73,33 @@ fn a_swallowed_write_error_is_still_reported() {
     dirty_with(&run, "tried to write outside the writable trees");
 }
 
+/// Writes through `/proc/self/fd/N` to what has no path — the run's own output pipes, a pipe
+/// the command made, a memfd — are no filesystem writes and leave the run clean: cargo's
+/// jobserver re-opens its pipe that way in every build. The same magic link to a real file
+/// outside the writable trees is still noted, at the file's own path.
+#[test]
+fn writes_through_fd_links_to_pipes_are_no_filesystem_writes() {
+    let env = Env::new();
+    let run = env.run(concat!(
+        "echo out > /dev/stdout; echo err > /dev/stderr; ",
+        "exec 3> >(cat > /dev/null); echo x > /proc/self/fd/3; exec 3>&-; ",
+        "/usr/bin/python3 -c \"import os; f = os.memfd_create('m'); ",
+        "open(f'/proc/self/fd/{f}', 'w').write('x')\""
+    ));
+    assert_eq!(run.exit, Some(0), "{}", common::show(&run));
+    assert!(run.clean, "{}", common::show(&run));
+    assert_eq!(run.stdout, "out\n", "{}", common::show(&run));
+    assert!(run.stderr.contains("err"), "{}", common::show(&run));
+
+    let run = env.run("exec 3< /etc/passwd; echo pwned >> /proc/self/fd/3 2>/dev/null; true");
+    assert!(
+        wrote_read_only(&run, Path::new("/etc/passwd")),
+        "{}",
+        common::show(&run)
+    );
+    dirty_with(&run, "tried to write outside the writable trees");
+}
+
 fn wrote_read_only(run: &TestRun, p: &Path) -> bool {
     run.effects
         .iter()
