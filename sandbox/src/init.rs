@@ -245,6 +245,11 @@ pub fn init_main(args: InitArgs<'_>) -> i32 {
     // never arrived, in which case the kernel fails every notified syscall (fail closed).
     let listener = recv_fd(&ours);
     drop(ours);
+    if let Some(l) = &listener {
+        // Best effort: a kernel before 6.6 refuses the flag, and notifications then take the
+        // ordinary wake-up (slower, the same answers).
+        let _ = confine::sync_wake_up(l);
+    }
     let mut writable = args.writable.clone();
     // Device nodes and /proc/self are written by ordinary tools (`> /dev/null`, oom_score_adj).
     writable.extend(["/dev", "/proc"].map(PathBuf::from));
@@ -874,10 +879,18 @@ fn canonical(path: &Path) -> Option<PathBuf> {
     )
     .ok()?;
     let name = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()?;
-    let opened = nix::sys::stat::fstat(&fd).ok()?;
-    let named = std::fs::metadata(&name).ok()?;
-    (name.is_absolute() && named.dev() == opened.st_dev && named.ino() == opened.st_ino)
-        .then_some(name)
+    // `pipe:[…]`, `socket:[…]`, `anon_inode:[…]`: no path at all.
+    if !name.is_absolute() {
+        return None;
+    }
+    // A memfd, a deleted file, or a file really named so: only the file opened counts (one more
+    // lookup, so only here: on every write it cost 5–10 % of the supervisor's answer).
+    if name.as_os_str().as_bytes().ends_with(b" (deleted)") {
+        let opened = nix::sys::stat::fstat(&fd).ok()?;
+        let named = std::fs::metadata(&name).ok()?;
+        return (named.dev() == opened.st_dev && named.ino() == opened.st_ino).then_some(name);
+    }
+    Some(name)
 }
 
 fn socket_domain(pid: i32, fd: i32) -> Option<i32> {
@@ -1071,6 +1084,7 @@ mod tests {
         std::os::unix::fs::symlink("real/deep", d.join("rel")).unwrap();
         std::os::unix::fs::symlink(d.join("rel"), d.join("abs")).unwrap();
         std::os::unix::fs::symlink("nowhere", d.join("dangling")).unwrap();
+        std::fs::write(d.join("real (deleted)"), "x").unwrap();
         nix::unistd::mkfifo(
             &d.join("fifo"),
             nix::sys::stat::Mode::from_bits_truncate(0o600),
@@ -1085,6 +1099,7 @@ mod tests {
             d.join("abs/../deep/file"),
             d.join("rel/er/../../.."),
             d.join("fifo"),
+            d.join("real (deleted)"),
             Path::new(&cwd).to_path_buf(),
             Path::new("/proc/self/root/etc").to_path_buf(),
         ];
