@@ -36,6 +36,12 @@
 //! `RUNS_BENCH_GAP_MS=N` waits N ms, untimed, before every call, as an agent's turn does between
 //! two Bash calls: what the daemon prepares after a run — the next run's whole mirror, built ahead
 //! — is then ready, as in a session, instead of racing the bench's next call).
+//! A third table takes the goal round by round: each mirrored call less its commit against the
+//! bare call of the same round, and the median of those differences (the machine's drift between
+//! rounds, a third of the bare build's time here, cancels); `RUNS_BENCH_RAW=FILE` appends each
+//! round's bare, mirrored − commit and command times (ms, tab-separated) to FILE, to pool runs.
+//! `RUNS_BENCH_DIR=PATH` makes the bench's projects, state and mirrors' stores under PATH
+//! instead of `/var/tmp`.
 //! `RUNS_BENCH_DIRS=N` adds N directories to each project (a larger tree for the secret walk);
 //! `RUNS_BENCH_REPLACE=NAME` replaces the project's file NAME by a rename before each call.
 //! After each row it prints how many of the mirrored runs used a mirror built ahead (the run's
@@ -371,11 +377,15 @@ fn main() {
         Err(_) => vec![Path3::Bare, Path3::Direct, Path3::Mirrored],
     };
     // On the disk, not a tmpfs: the mirror's upper dirs and the commit live on the workspace's
-    // filesystem.
+    // filesystem. `RUNS_BENCH_DIR` puts it elsewhere, e.g. on a tmpfs mounted for the purpose:
+    // this VM's ext4 took from 27 to 750 µs to create a file depending on the directory, and the
+    // bare and mirrored projects' outputs land in different directories.
+    let parent =
+        std::env::var_os("RUNS_BENCH_DIR").map_or_else(|| "/var/tmp".into(), PathBuf::from);
     let dir = tempfile::Builder::new()
         .prefix("cmdgate-runs-bench")
-        .tempdir_in("/var/tmp")
-        .unwrap();
+        .tempdir_in(&parent)
+        .unwrap_or_else(|e| panic!("RUNS_BENCH_DIR {}: {e}", parent.display()));
     let p = |s: &str| dir.path().join(s);
     let (conf, data) = (p("conf"), p("data"));
     for d in [&conf, &data] {
@@ -484,6 +494,7 @@ fn main() {
     let load_before = loadavg();
     let mut rows_ahead = Vec::new();
     let mut rows_phases = Vec::new();
+    let mut rows_paired = Vec::new();
     let started = Instant::now();
     println!("| command | rounds | bare | direct (test-run + host run) | mirrored + commit | direct / bare | mirrored / bare | mirrored − bare | its commit | mirrored − bare − commit |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -502,8 +513,13 @@ fn main() {
         // Of the mirrored runs: the setup on the path, the command, the effects' walk, and the
         // call less its commit and its command (what the mirror cost around the command).
         let mut phases: [Vec<Duration>; 4] = Default::default();
+        // Per round with both: (bare, mirrored − commit, the command in the mirror), in ms —
+        // the same round's calls run seconds apart, so their differences keep out the drift of
+        // the machine between rounds (the bare build alone moved by a third between runs).
+        let mut paired: Vec<(f64, f64, Option<f64>)> = Vec::new();
         let order = [Path3::Bare, Path3::Direct, Path3::Mirrored];
         for round in 0..n + warmup {
+            let (mut bare_now, mut mirrored_now) = (None, None);
             for k in 0..3 {
                 let path = order[(round + k) % 3];
                 if !paths.contains(&path) {
@@ -526,6 +542,9 @@ fn main() {
                 let t = b.once(path, proj, command);
                 if round >= warmup {
                     times[path as usize].push(t);
+                    if path == Path3::Bare {
+                        bare_now = Some(t);
+                    }
                     if path == Path3::Mirrored && read_commits {
                         let (c, built_ahead, watched_walk, timed) =
                             b.last_commit(&cmdgate, proj, command);
@@ -540,9 +559,49 @@ fn main() {
                         recorded &= built_ahead.is_some();
                         commits.push(c);
                         less_commit.push(t.saturating_sub(c));
+                        mirrored_now = Some((t.saturating_sub(c), timed.map(|p| p[1])));
                     }
                 }
             }
+            if let (Some(bare), Some((less, ran))) = (bare_now, mirrored_now) {
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                paired.push((ms(bare), ms(less), ran.map(ms)));
+            }
+        }
+        if let Some(raw) = std::env::var_os("RUNS_BENCH_RAW") {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&raw)
+                .unwrap_or_else(|e| panic!("RUNS_BENCH_RAW {}: {e}", raw.to_string_lossy()));
+            for (bare, less, ran) in &paired {
+                let ran = ran.map_or("-".to_owned(), |r| format!("{r:.3}"));
+                writeln!(f, "{command}\t{bare:.3}\t{less:.3}\t{ran}").unwrap();
+            }
+        }
+        if !paired.is_empty() {
+            let med = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let over: Vec<f64> = paired.iter().map(|(b, l, _)| l - b).collect();
+            let within = over.iter().filter(|d| **d <= 15.0).count();
+            let ran: Vec<f64> = paired
+                .iter()
+                .filter_map(|(b, _, r)| r.map(|r| r - b))
+                .collect();
+            rows_paired.push(format!(
+                "| `{command}` | {} | {:+.1} ms | {} of {} | {} |",
+                paired.len(),
+                med(over.clone()),
+                within,
+                over.len(),
+                if ran.is_empty() {
+                    "–".to_owned()
+                } else {
+                    format!("{:+.1} ms", med(ran))
+                },
+            ));
         }
         let [bare_t, direct_t, mirrored_t] = times.map(median);
         // A path not timed (`RUNS_BENCH_PATHS`) is a dash, and so is every ratio to it.
@@ -602,6 +661,15 @@ fn main() {
         println!("\n| command | bare (whole call) | the command in the mirror | in the mirror − bare | setup on the run's path | effects' walk | mirrored − commit − command |");
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for row in &rows_phases {
+            println!("{row}");
+        }
+    }
+    if !rows_paired.is_empty() {
+        // The same goal taken round by round: each mirrored call against the bare call of its
+        // own round, then the median of those differences.
+        println!("\n| command | rounds with both | median of (mirrored − commit − bare) | rounds within 15 ms | median of (the command in the mirror − bare) |");
+        println!("|---|---:|---:|---:|---:|");
+        for row in &rows_paired {
             println!("{row}");
         }
     }
