@@ -591,11 +591,10 @@ fn main() {
                 .filter_map(|(b, _, r)| r.map(|r| r - b))
                 .collect();
             rows_paired.push(format!(
-                "| `{command}` | {} | {:+.1} ms | {} of {} | {} |",
+                "| `{command}` | {} | {:+.1} ms | {within} of {} | {} |",
                 paired.len(),
-                med(over.clone()),
-                within,
-                over.len(),
+                med(over),
+                paired.len(),
                 if ran.is_empty() {
                     "–".to_owned()
                 } else {

@@ -511,8 +511,9 @@ pub fn install_seccomp(network: bool) -> Result<OwnedFd, ConfineError> {
 
 /// Have the kernel switch straight from a task that notifies to the supervisor waiting on
 /// `listener`, and back, instead of waking it on whichever CPU (Linux 6.6+; `EINVAL` before).
-/// Every watched write of a run stops its task for one round trip: on this flag a build's
-/// writes cost the mirror half what they did (docs/benchmarks.md, "session 15").
+/// Every watched write of a run stops its task for one round trip: with this flag a file
+/// written in the mirror took 0.45–0.57× the time it took without (docs/benchmarks.md,
+/// "session 15"; a whole build's time did not separate from the noise).
 pub fn sync_wake_up(listener: &OwnedFd) -> std::io::Result<()> {
     const SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP: u64 = 1;
     // SAFETY: SET_FLAGS takes the flags by value; no memory is read or written.
