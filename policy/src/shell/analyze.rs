@@ -621,8 +621,8 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
             digits = 0;
         }
     }
-    // brush-parser's tokenizer loops forever, allocating, on a here-document whose delimiter
-    // starts with an operator (`$( << (( x #`); bash rejects those anyway.
+    // brush-parser's tokenizer loops forever, allocating, on a here-document whose delimiter is
+    // not a plain word (`$( << (( x #`, `$(<<  n `): see `plain_heredoc_delimiter`.
     let mut at = 0;
     while let Some(k) = text[at..].find("<<") {
         let start = at + k + 2;
@@ -708,15 +708,22 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
     Ok(())
 }
 
-/// Is the here-document delimiter at the start of `rest` (after blanks) a plain word, optionally
-/// quoted? brush-parser's tokenizer loops forever, allocating, on delimiters that start with an
-/// operator or contain substitutions (`$( << (( x #`, `<< $( & x #`); bash rejects or never
-/// uses those, so refusing them costs nothing.
+/// Is the here-document delimiter at the start of `rest` (after at most one blank) a plain word of
+/// letters, digits and a little punctuation, optionally quoted? brush-parser's tokenizer loops forever, allocating, on delimiters that start
+/// with an operator or contain substitutions (`$( << (( x #`, `<< $( & x #`); bash rejects or
+/// never uses those, so refusing them costs nothing. Two or more blanks before the word loop the
+/// same way inside a substitution: there brush keeps the first blank as a token of its own, takes
+/// it as the tag, trims it to nothing, and at the end of the input "finds" that empty tag again and
+/// again (`$(<<  n ` grew without bound). Bash accepts `<<  EOF`; refused here, it is only no
+/// longer a local read.
 fn plain_heredoc_delimiter(rest: &[u8]) -> bool {
     let start = rest
         .iter()
         .position(|c| *c != b' ' && *c != b'\t')
         .unwrap_or(rest.len());
+    if start > 1 {
+        return false;
+    }
     let rest = &rest[start..];
     let mut word = Vec::new();
     let mut i = 0;
@@ -743,10 +750,17 @@ fn plain_heredoc_delimiter(rest: &[u8]) -> bool {
             }
         }
     }
+    // Only the characters delimiters are made of (`EOF`, `END_OF-TEXT`, `'SQL.v2'`): brush also
+    // takes a closing brace as the end of a `${` it is inside (`"${<< } $(  ` looped like the
+    // blanks above), and substitutions, globs and operators were never a delimiter one would use.
     !word.is_empty()
-        && !word
-            .iter()
-            .any(|c| matches!(c, b'$' | b'`' | b'\n' | b'(' | b')'))
+        && word.iter().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(
+                    c,
+                    b'_' | b'.' | b'-' | b'+' | b':' | b'/' | b'@' | b'%' | b',' | b'=' | b'^'
+                )
+        })
 }
 
 /// An over-estimate of how deeply the parser will recurse: brackets, braces, backticks and

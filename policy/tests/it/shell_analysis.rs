@@ -408,6 +408,14 @@ fn functions_are_listed() {
 }
 // brush-parser's tokenizer allocates forever on these (found by proptest); refused up front.
 runs!(bad_heredoc_operator_delimiter: "$( << (( x #" => ["UNANALYZABLE ParseError"]);
+// brush-parser took the first of two blanks as an empty here-tag inside a substitution and looped
+// at the end of the input, allocating without bound (found by `shell_properties` in CI).
+runs!(bad_heredoc_two_blanks: "$(<<  n " => ["UNANALYZABLE ParseError"]);
+runs!(bad_heredoc_two_blanks_tab: "$(cat <<-\t n\t" => ["UNANALYZABLE ParseError"]);
+runs!(bad_heredoc_two_blanks_top: "cat <<  EOF" => ["UNANALYZABLE ParseError"]);
+// The same loop with a closing brace for a tag inside `${` (also found by `shell_properties`).
+runs!(bad_heredoc_brace_delimiter: "\"${<< } $(  " => ["UNANALYZABLE ParseError"]);
+runs!(heredoc_quoted_punctuated: "cat <<'END_OF-TEXT.v2'\nx\nEND_OF-TEXT.v2\n" => ["cat"]);
 runs!(bad_heredoc_paren_delimiter: "$( << )) #" => ["UNANALYZABLE ParseError"]);
 runs!(bad_heredoc_no_delimiter: "cat <<" => ["UNANALYZABLE ParseError"]);
 runs!(heredoc_dash: "cat <<-EOF\n\tx\nEOF" => ["cat"]);
