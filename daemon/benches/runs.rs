@@ -41,7 +41,9 @@
 //! rounds, a third of the bare build's time here, cancels); `RUNS_BENCH_RAW=FILE` appends each
 //! round's bare, mirrored − commit and command times (ms, tab-separated) to FILE, to pool runs.
 //! `RUNS_BENCH_DIR=PATH` makes the bench's projects, state and mirrors' stores under PATH
-//! instead of `/var/tmp`.
+//! instead of `/var/tmp`. `RUNS_BENCH_CPU=FILE` appends, per call, the path, the command, its
+//! time and the machine's user, system and idle ticks meanwhile: whether a slower call used more
+//! CPU or waited more.
 //! `RUNS_BENCH_DIRS=N` adds N directories to each project (a larger tree for the secret walk);
 //! `RUNS_BENCH_REPLACE=NAME` replaces the project's file NAME by a rename before each call.
 //! After each row it prints how many of the mirrored runs used a mirror built ahead (the run's
@@ -78,6 +80,20 @@ struct Bench {
     env: Vec<(String, String)>,
     transcript: PathBuf,
     calls: usize,
+}
+
+/// The machine's user (with nice), system (with irq, softirq) and idle (with iowait) ticks so far.
+fn cpu_ticks() -> [u64; 3] {
+    let stat = std::fs::read_to_string("/proc/stat").expect("read /proc/stat");
+    let v: Vec<u64> = stat
+        .lines()
+        .next()
+        .expect("the cpu line")
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().expect("a tick count"))
+        .collect();
+    [v[0] + v[1], v[2] + v[5] + v[6], v[3] + v[4]]
 }
 
 fn loadavg() -> String {
@@ -213,7 +229,33 @@ impl Bench {
     }
 
     /// One whole call on `path`: what an agent's Bash call costs from the hook to the end.
+    /// One call on `path`, timed; with `RUNS_BENCH_CPU=FILE`, also appends the machine's user,
+    /// system and idle ticks (`/proc/stat`, 10 ms each, all CPUs) spent during it to FILE.
     fn once(&mut self, path: Path3, proj: &Path, command: &str) -> Duration {
+        let cpu_log = std::env::var_os("RUNS_BENCH_CPU");
+        let before = cpu_log.as_ref().map(|_| cpu_ticks());
+        let took = self.once_untallied(path, proj, command);
+        if let (Some(log), Some(before)) = (cpu_log, before) {
+            let after = cpu_ticks();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .unwrap_or_else(|e| panic!("RUNS_BENCH_CPU {}: {e}", log.to_string_lossy()));
+            writeln!(
+                f,
+                "{path:?}\t{command}\t{:.3}\t{}\t{}\t{}",
+                took.as_secs_f64() * 1e3,
+                after[0] - before[0],
+                after[1] - before[1],
+                after[2] - before[2]
+            )
+            .unwrap();
+        }
+        took
+    }
+
+    fn once_untallied(&mut self, path: Path3, proj: &Path, command: &str) -> Duration {
         let t = Instant::now();
         match path {
             Path3::Bare => self.bash(proj, command),
