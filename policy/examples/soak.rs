@@ -1,15 +1,16 @@
-//! A long soak of the shell analyzer on the property tests' "shell soup" (`tests/it/shell_properties.rs`):
-//! millions of inputs, where the tests take 2 000 a run. brush-parser has looped forever,
+//! A long soak of the shell analyzer on the property tests' "shell soup"
+//! (`tests/it/shell_properties.rs`, atoms in `tests/it/soup_atoms.rs`): millions of inputs, where
+//! the tests take 2 000 a run. brush-parser has looped forever,
 //! allocating, on inputs about one in 30 000 of these (`analyze.rs`, `plain_heredoc_delimiter`);
 //! a run of the tests in CI found the last ones. Run it after touching the pre-checks or updating
 //! brush-parser:
 //!
 //! ```text
-//! cargo run --release -p cmdgate-policy --example soak -- [INPUTS] [SEED] [--more]
+//! cargo run --release -p cmdgate-policy --example soak -- [INPUTS] [SEED] [--more] [--trace]
 //! ```
 //!
-//! Each input is printed to stderr before it is analyzed only with `--trace`, so the last line
-//! names the culprit when the process dies; run it under `ulimit -v` (4 GB: a loop dies in
+//! With `--trace` each input is printed to stderr before it is analyzed, so the last line names
+//! the culprit when the process dies; run it under `ulimit -v` (4 GB: a loop dies in
 //! seconds). Inputs slower than 20 ms are printed as they are found; `--more` adds blanks, tabs,
 //! here-document operators and tags, and closers to the soup.
 
@@ -17,14 +18,7 @@ use cmdgate_policy::shell::read::{classify_analysis, ReadPolicy};
 use cmdgate_policy::shell::{analyze, Limits};
 use std::time::Instant;
 
-/// The property tests' atoms, the same list.
-const ATOMS: &[&str] = &[
-    "ls", "rm", "cat", "git", "log", "sudo", "env", "bash", "-c", "eval", "xargs", "find", "-exec",
-    "sed", "-i", "awk", "'", "\"", "`", "$(", ")", "${", "}", "(", "{", ";", "&&", "||", "|", "&",
-    ">", ">>", "<", "<<", "<<<", "<(", ">(", "2>&1", "\n", " ", "$x", "~", "~/.ssh", "*", "?", "[",
-    "]", "\\", "$'", "if", "then", "fi", "for", "in", "do", "done", "case", "esac", "))", "((",
-    "=", "FOO=1", "#", "EOF", "!",
-];
+include!("../tests/it/soup_atoms.rs");
 
 const MORE: &[&str] = &[
     "  ", "\t", "<<-", "<<", "$[", "$((", "'EOF'", "EOF", "\n", "}", ")", "${", "$(", "\\\n",
@@ -46,7 +40,7 @@ fn main() {
     let inputs = parse("INPUTS", numbers.next(), 1_000_000);
     let mut seed = parse("SEED", numbers.next(), 1).max(1);
     let trace = flag("--trace");
-    let mut atoms = ATOMS.to_vec();
+    let mut atoms = SOUP_ATOMS.to_vec();
     if flag("--more") {
         atoms.extend_from_slice(MORE);
     }

@@ -708,14 +708,14 @@ fn prescreen(text: &str, limits: &Limits) -> Result<(), Unanalyzable> {
     Ok(())
 }
 
-/// Is the here-document delimiter at the start of `rest` (after at most one blank) a plain word of
-/// letters, digits and a little punctuation, optionally quoted? brush-parser's tokenizer loops forever, allocating, on delimiters that start
-/// with an operator or contain substitutions (`$( << (( x #`, `<< $( & x #`); bash rejects or
-/// never uses those, so refusing them costs nothing. Two or more blanks before the word loop the
-/// same way inside a substitution: there brush keeps the first blank as a token of its own, takes
-/// it as the tag, trims it to nothing, and at the end of the input "finds" that empty tag again and
-/// again (`$(<<  n ` grew without bound). Bash accepts `<<  EOF`; refused here, it is only no
-/// longer a local read.
+/// Is the here-document delimiter at the start of `rest` (after at most one blank) a plain word
+/// of letters, digits and a little punctuation, optionally quoted? brush-parser's tokenizer loops
+/// forever, allocating, on delimiters that start with an operator or contain substitutions
+/// (`$( << (( x #`, `<< $( & x #`); bash rejects or never uses those, so refusing them costs
+/// nothing. Two or more blanks before the word loop the same way inside a substitution: there
+/// brush keeps the first blank as a token of its own, takes it as the tag, trims it to nothing,
+/// and at the end of the input "finds" that empty tag again and again (`$(<<  n ` grew without
+/// bound). Bash accepts `<<  EOF`; refused here, it is only no longer a local read.
 fn plain_heredoc_delimiter(rest: &[u8]) -> bool {
     let start = rest
         .iter()

@@ -9,15 +9,11 @@ fn policy() -> ReadPolicy<'static> {
     ReadPolicy::new("/home/agent")
 }
 
-/// Fragments that exercise the grammar: quoting, substitutions, wrappers, re-entry, redirections.
+include!("soup_atoms.rs");
+
+/// Shell soup: up to 40 of [`SOUP_ATOMS`] joined by spaces.
 fn shellish() -> impl Strategy<Value = String> {
-    let atoms = prop::sample::select(vec![
-        "ls", "rm", "cat", "git", "log", "sudo", "env", "bash", "-c", "eval", "xargs", "find",
-        "-exec", "sed", "-i", "awk", "'", "\"", "`", "$(", ")", "${", "}", "(", "{", ";", "&&",
-        "||", "|", "&", ">", ">>", "<", "<<", "<<<", "<(", ">(", "2>&1", "\n", " ", "$x", "~",
-        "~/.ssh", "*", "?", "[", "]", "\\", "$'", "if", "then", "fi", "for", "in", "do", "done",
-        "case", "esac", "))", "((", "=", "FOO=1", "#", "EOF", "!",
-    ]);
+    let atoms = prop::sample::select(SOUP_ATOMS.to_vec());
     prop::collection::vec(atoms, 0..40).prop_map(|v| v.join(" "))
 }
 
