@@ -60,7 +60,8 @@ run_side() {
             (cd "$work/ov" && timed bash -c "$command")
             umount "$work/ov" ;;
         memcg) (join_memcg $BASHPID && cd "$work/p" && timed bash -c "$command") ;;
-        ns) unshare -m -p -f --mount-proc bash -c "$(declare -f timed); cd '$work/p' && timed bash -c '$command'" ;;
+        ns) CMD="$command" DIR="$work/p" unshare -m -p -f --mount-proc \
+                bash -c "$(declare -f timed)"'; cd "$DIR" && timed bash -c "$CMD"' ;;
     esac
 }
 
@@ -70,6 +71,9 @@ for r in $(seq 1 "$rounds"); do
     line="round $r/$rounds:"
     for side in $sides; do
         ms="$(run_side "$side")"
+        # A side that failed prints no time (its subshell's `exit` may be masked by what follows
+        # it, as the overlay's unmount): stop rather than pair the wrong rounds.
+        [ -n "$ms" ] || { echo "overlay_floor.sh: the $side side failed in round $r" >&2; exit 1; }
         all[$side]+="$ms "
         line+=" $side $ms"
     done

@@ -228,14 +228,12 @@ impl Bench {
         run(&mut cmd, command);
     }
 
-    /// One whole call on `path`: what an agent's Bash call costs from the hook to the end.
-    /// One call on `path`, timed; with `RUNS_BENCH_CPU=FILE`, also appends the machine's user,
-    /// system and idle ticks (`/proc/stat`, 10 ms each, all CPUs) spent during it to FILE.
+    /// [`Self::once_untallied`]; with `RUNS_BENCH_CPU=FILE`, also appends the machine's user,
+    /// system and idle ticks (`/proc/stat`, 10 ms each, all CPUs) spent during the call to FILE.
     fn once(&mut self, path: Path3, proj: &Path, command: &str) -> Duration {
-        let cpu_log = std::env::var_os("RUNS_BENCH_CPU");
-        let before = cpu_log.as_ref().map(|_| cpu_ticks());
+        let tally = std::env::var_os("RUNS_BENCH_CPU").map(|log| (log, cpu_ticks()));
         let took = self.once_untallied(path, proj, command);
-        if let (Some(log), Some(before)) = (cpu_log, before) {
+        if let Some((log, before)) = tally {
             let after = cpu_ticks();
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
@@ -255,6 +253,7 @@ impl Bench {
         took
     }
 
+    /// One whole call on `path`: what an agent's Bash call costs from the hook to the end.
     fn once_untallied(&mut self, path: Path3, proj: &Path, command: &str) -> Duration {
         let t = Instant::now();
         match path {
