@@ -36,6 +36,15 @@ const FSCONFIG_SET_STRING: libc::c_uint = 1;
 const FSCONFIG_SET_FD: libc::c_uint = 5;
 const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
 
+/// `setpriority(PRIO_PROCESS, 0, nice)`: the calling thread's nice value (Linux keeps one per
+/// thread). Raising it needs no privilege; lowering it again does (`RLIMIT_NICE` or
+/// `CAP_SYS_NICE`), so a thread that takes a higher one keeps it.
+pub fn nice_this_thread(nice: i32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only; `who` 0 is the calling thread.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    Errno::result(rc).map(drop)
+}
+
 /// A detached copy of the mount tree at `path`, every submount included (`open_tree(2)` with
 /// `OPEN_TREE_CLONE | AT_RECURSIVE`), close-on-exec. It shows the mounts as they are now: mounts
 /// made later (the run's scratch tmpfs) are not in it, so nothing has to be unmounted from it.

@@ -10,8 +10,12 @@
 //! The one exception is [`Store::write_deferred`], for rows whose durability can be awaited later
 //! ([`Store::durable`]) because nothing they permit happens before that: a group of only such jobs
 //! is committed without its fsync (`synchronous=NORMAL`: visible to readers at once, consistent
-//! after a crash), answered, and then the writer thread `fdatasync`s the WAL before it takes the
-//! next group. A failed sync makes [`Store::durable`] fail for those rows, forever.
+//! after a crash), answered, and then the WAL is `fdatasync`ed by a second thread, `cmdgate-sync`,
+//! at a lower priority (nice 10): the sync's own CPU time (ext4's writeback, about half a
+//! millisecond here) no longer holds the CPU from the runtime worker woken by the answer
+//! (docs/benchmarks.md, "session 17"). One sync covers every group written before it, so syncs
+//! asked for meanwhile are coalesced. A failed sync makes [`Store::durable`] fail for those rows,
+//! forever; a stop waits for the last sync.
 
 pub mod audit;
 pub mod migrations;
@@ -348,60 +352,192 @@ fn writer_loop(
 ) {
     let mut stop: Option<oneshot::Sender<()>> = None;
     let mut seq: u64 = 0;
-    while stop.is_none() {
-        let Some(first) = rx.blocking_recv() else {
-            break;
-        };
-        let mut jobs: Vec<Box<dyn Job>> = Vec::new();
-        let mut deferred = true;
-        match first {
-            Msg::Job(j, d) => {
+    std::thread::scope(|scope| {
+        // Without the sync thread every group commits with its fsync (FULL).
+        let syncer = Syncer::start(scope, wal, synced);
+        while stop.is_none() {
+            let Some(first) = rx.blocking_recv() else {
+                break;
+            };
+            if !group(
+                &mut conn,
+                &mut rx,
+                first,
+                &mut stop,
+                &mut seq,
+                synced,
+                syncer.as_ref(),
+            ) {
+                break;
+            }
+        }
+        if let Some(syncer) = syncer {
+            syncer.finish();
+        }
+    });
+    if let Some(s) = stop {
+        let _ = s.send(());
+    }
+}
+
+/// Takes `first` and every job queued behind it (up to [`MAX_GROUP`]), runs and commits them as
+/// one group, and has a group of deferred jobs synced after its answer. `false`: the writer must
+/// stop (durable commits could not be restored).
+fn group(
+    conn: &mut Connection,
+    rx: &mut mpsc::Receiver<Msg>,
+    first: Msg,
+    stop: &mut Option<oneshot::Sender<()>>,
+    seq: &mut u64,
+    synced: &watch::Sender<Synced>,
+    syncer: Option<&Syncer<'_>>,
+) -> bool {
+    let mut jobs: Vec<Box<dyn Job>> = Vec::new();
+    let mut deferred = syncer.is_some();
+    match first {
+        Msg::Job(j, d) => {
+            jobs.push(j);
+            deferred &= d;
+        }
+        Msg::Stop(s) => *stop = Some(s),
+    }
+    while stop.is_none() && jobs.len() < MAX_GROUP {
+        match rx.try_recv() {
+            Ok(Msg::Job(j, d)) => {
                 jobs.push(j);
                 deferred &= d;
             }
-            Msg::Stop(s) => stop = Some(s),
+            Ok(Msg::Stop(s)) => *stop = Some(s),
+            Err(_) => break,
         }
-        while stop.is_none() && jobs.len() < MAX_GROUP {
-            match rx.try_recv() {
-                Ok(Msg::Job(j, d)) => {
-                    jobs.push(j);
-                    deferred &= d;
-                }
-                Ok(Msg::Stop(s)) => stop = Some(s),
-                Err(_) => break,
-            }
-        }
-        if jobs.is_empty() {
-            continue;
-        }
-        // Only a group of deferred jobs commits without its fsync; if the switch fails it
-        // commits with it (FULL), which is always allowed.
-        let deferred = deferred && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
-        seq += 1;
-        let committed = run_group(&mut conn, jobs, seq);
-        if deferred {
+    }
+    if jobs.is_empty() {
+        return true;
+    }
+    // Only a group of deferred jobs commits without its fsync; if the switch fails it
+    // commits with it (FULL), which is always allowed.
+    let deferred = deferred && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
+    *seq += 1;
+    let this = *seq;
+    let committed = run_group(conn, jobs, this);
+    match (deferred, syncer) {
+        (true, Some(syncer)) => {
             // Every later group must be durable when answered again: if that cannot be
             // restored, stop (every later write fails, and a failed write is a deny).
             if conn.pragma_update(None, "synchronous", "FULL").is_err() {
-                synced.send_modify(|s| s.failed.push((s.upto, seq)));
-                break;
+                synced.send_modify(|s| s.failed.push((s.upto, this)));
+                return false;
             }
             if committed {
-                // The group's frames are in the WAL (written, answered): put them on disk
-                // before the next group, so `durable` rarely waits.
-                let result = std::fs::File::open(wal).and_then(|f| f.sync_data());
-                synced.send_modify(|s| match result {
-                    Ok(()) => s.upto = seq,
-                    Err(_) => s.failed.push((s.upto, seq)),
-                });
+                // The group's frames are in the WAL (written, answered): the sync thread
+                // puts them on disk, so `durable` rarely waits.
+                syncer.ask(this);
             }
-        } else if committed {
-            // A FULL commit syncs the WAL, and with it every earlier frame.
-            synced.send_modify(|s| s.upto = seq);
         }
+        _ if committed => {
+            // A FULL commit syncs the WAL, and with it every earlier frame.
+            synced.send_modify(|s| s.upto = s.upto.max(this));
+        }
+        _ => {}
     }
-    if let Some(s) = stop {
-        let _ = s.send(());
+    true
+}
+
+/// The thread that `fdatasync`s the WAL after a deferred group, at nice 10; it coalesces the
+/// groups asked for while a sync runs (one sync covers every frame written before it).
+struct Syncer<'scope> {
+    state: Arc<(Mutex<SyncState>, std::sync::Condvar)>,
+    thread: std::thread::ScopedJoinHandle<'scope, ()>,
+}
+
+#[derive(Default)]
+struct SyncState {
+    /// The newest group waiting for its sync.
+    pending: Option<u64>,
+    /// The writer has stopped: sync what is pending, then end.
+    done: bool,
+}
+
+impl<'scope> Syncer<'scope> {
+    /// `None` when the thread cannot start (the writer then commits every group with its
+    /// fsync).
+    fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        wal: &'env Path,
+        synced: &'env watch::Sender<Synced>,
+    ) -> Option<Syncer<'scope>> {
+        let state: Arc<(Mutex<SyncState>, std::sync::Condvar)> = Arc::default();
+        let theirs = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name("cmdgate-sync".into())
+            .spawn_scoped(scope, move || sync_loop(&theirs, wal, synced))
+            .ok()?;
+        Some(Syncer { state, thread })
+    }
+
+    /// Have the WAL synced for group `seq` (and every group before it).
+    fn ask(&self, seq: u64) {
+        let (lock, ready) = &*self.state;
+        let mut st = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        st.pending = Some(st.pending.map_or(seq, |p| p.max(seq)));
+        ready.notify_one();
+    }
+
+    /// Sync what is pending, then end the thread.
+    fn finish(self) {
+        {
+            let (lock, ready) = &*self.state;
+            let mut st = lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            st.done = true;
+            ready.notify_one();
+        }
+        let _ = self.thread.join();
+    }
+}
+
+fn sync_loop(
+    state: &(Mutex<SyncState>, std::sync::Condvar),
+    wal: &Path,
+    synced: &watch::Sender<Synced>,
+) {
+    // Below the runtime's workers: a worker woken by a deferred group's answer runs first. A
+    // failure leaves the thread at the writer's priority, as the sync was before.
+    let _ = cmdgate_sandbox::syscall::nice_this_thread(10);
+    let (lock, ready) = state;
+    // The newest group this thread synced: a failed sync covers every deferred group after it.
+    let mut last_ok = 0;
+    loop {
+        let seq = {
+            let mut st = lock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            loop {
+                if let Some(seq) = st.pending.take() {
+                    break seq;
+                }
+                if st.done {
+                    return;
+                }
+                st = ready
+                    .wait(st)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        let result = std::fs::File::open(wal).and_then(|f| f.sync_data());
+        synced.send_modify(|s| match result {
+            Ok(()) => {
+                s.upto = s.upto.max(seq);
+                last_ok = seq;
+            }
+            // Every group since this thread's last good sync may never reach the disk (a
+            // failed writeback drops the pages' dirty state), even where a FULL commit came
+            // between: never durable, as before this thread.
+            Err(_) => s.failed.push((last_ok, seq)),
+        });
     }
 }
 
@@ -499,6 +635,42 @@ mod tests {
         store.append(row(2)).await.unwrap();
         assert!(store.durable(token).await.is_err());
         assert!(matches!(store.is_durable(token), Some(Err(_))));
+    }
+
+    /// The WAL's sync runs on its own thread at nice 10, below the runtime's workers (the
+    /// answer's wake-up goes first); a close still waits for the last one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sync_runs_below_the_workers_and_a_close_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
+        let (_, first) = store
+            .write_deferred(|c| audit::append(c, row(1)))
+            .await
+            .unwrap();
+        store.durable(first).await.expect("synced");
+        // Every sync thread of this process (other tests open stores too) has taken nice 10
+        // before its first sync.
+        let mut seen = 0;
+        for task in std::fs::read_dir("/proc/self/task").unwrap() {
+            let task = task.unwrap().path();
+            let comm = std::fs::read_to_string(task.join("comm")).unwrap_or_default();
+            if comm.trim_end() != "cmdgate-sync" {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.join("stat")).unwrap();
+            // Fields after the command's closing parenthesis; nice is field 19 of stat(5).
+            let rest = &stat[stat.rfind(')').unwrap() + 2..];
+            let nice: i32 = rest.split(' ').nth(16).unwrap().parse().unwrap();
+            assert_eq!(nice, 10, "{}", task.display());
+            seen += 1;
+        }
+        assert!(seen >= 1, "no cmdgate-sync thread");
+        let (_, last) = store
+            .write_deferred(|c| audit::append(c, row(2)))
+            .await
+            .unwrap();
+        store.close().await;
+        assert!(matches!(store.is_durable(last), Some(Ok(()))));
     }
 
     /// The redemption's trip asks without waiting (`redeem.rs`): a row whose sync has not
