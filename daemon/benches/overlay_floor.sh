@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The floor under a mirrored build: the same command run bare, in a plain kernel overlay of the
 # project (no cmdgate at all: `mount -t overlay`, cmdgate's options), in a memory cgroup child
-# with cmdgate's default limit, and in new pid and mount namespaces — each round runs every side
-# once, in turn, and the table gives the median of each side's difference from the bare run of
-# the same round, with its quartiles (docs/benchmarks.md, "session 16").
+# with cmdgate's default limit, in a cpu cgroup child with no quota (cmdgate's default), and in
+# new pid and mount namespaces — each round runs every side once, in turn, and the table gives
+# the median of each side's difference from the bare run of the same round, with its quartiles
+# (docs/benchmarks.md, "session 16" and "session 17").
 #
-#   sudo daemon/benches/overlay_floor.sh PROJECT [ROUNDS] [COMMAND]
+#   sudo [FLOOR_SIDES="memcg cpucg"] daemon/benches/overlay_floor.sh PROJECT [ROUNDS] [COMMAND]
+#
+# FLOOR_SIDES picks the sides (bare is always one). For a cargo build, `-j 1` in COMMAND takes
+# cargo's own random choice of which dependency to start first out of the times.
 #
 # PROJECT is copied to a fresh tmpfs (lower and upper both on it, so the filesystem under the
 # overlay is the bare run's); COMMAND (default `cargo build --offline -q`) must build it without
@@ -26,6 +30,7 @@ cleanup() {
     umount "$work" 2>/dev/null || true
     rmdir "$work" 2>/dev/null || true
     [ -n "$memcg" ] && rmdir "$memcg" 2>/dev/null || true
+    [ -n "$cpucg" ] && rmdir "$cpucg" 2>/dev/null || true
 }
 trap cleanup EXIT
 cp -a "$proj" "$work/p"
@@ -44,9 +49,30 @@ elif grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
     memcg="/sys/fs/cgroup${own%/}/overlay-floor-$$"
     mkdir "$memcg" && echo "$limit" > "$memcg/memory.max"
 fi
+# A child of our own cpu cgroup with no quota (cmdgate's default: `cpu.cfs_quota_us` -1, or
+# `cpu.max` "max"): the run is its own CFS task group, with no limit.
+cpucg=""
+if [ -d /sys/fs/cgroup/cpu ]; then
+    own="$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup)"
+    cpucg="/sys/fs/cgroup/cpu${own%/}/overlay-floor-$$"
+    mkdir "$cpucg" && echo -1 > "$cpucg/cpu.cfs_quota_us"
+elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    own="$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)"
+    cpucg="/sys/fs/cgroup${own%/}/overlay-floor-cpu-$$"
+    mkdir "$cpucg" && echo max > "$cpucg/cpu.max"
+fi
+join_cpucg() { [ -f "$cpucg/tasks" ] && echo "$1" > "$cpucg/tasks" || echo "$1" > "$cpucg/cgroup.procs"; }
 join_memcg() { [ -f "$memcg/tasks" ] && echo "$1" > "$memcg/tasks" || echo "$1" > "$memcg/cgroup.procs"; }
 sides="bare overlay ns"
-[ -n "$memcg" ] && sides="bare overlay memcg ns"
+[ -n "$memcg" ] && sides="$sides memcg"
+[ -n "$cpucg" ] && sides="$sides cpucg"
+# FLOOR_SIDES="bare cpucg" (say) runs only those sides; bare is always among them.
+if [ -n "${FLOOR_SIDES:-}" ]; then
+    for s in $FLOOR_SIDES; do
+        case " $sides " in *" $s "*) ;; *) echo "overlay_floor.sh: no side $s here (have: $sides)" >&2; exit 2 ;; esac
+    done
+    case " $FLOOR_SIDES " in *" bare "*) sides="$FLOOR_SIDES" ;; *) sides="bare $FLOOR_SIDES" ;; esac
+fi
 
 # Seconds the command took (bash's own clock, so no external `time` is needed).
 timed() { local s e; s=$EPOCHREALTIME; "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }; e=$EPOCHREALTIME; echo "$s $e" | awk '{printf "%.1f", ($2 - $1) * 1000}'; }
@@ -60,6 +86,7 @@ run_side() {
             (cd "$work/ov" && timed bash -c "$command")
             umount "$work/ov" ;;
         memcg) (join_memcg $BASHPID && cd "$work/p" && timed bash -c "$command") ;;
+        cpucg) (join_cpucg $BASHPID && cd "$work/p" && timed bash -c "$command") ;;
         ns) CMD="$command" DIR="$work/p" unshare -m -p -f --mount-proc \
                 bash -c "$(declare -f timed)"'; cd "$DIR" && timed bash -c "$CMD"' ;;
     esac

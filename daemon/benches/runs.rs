@@ -44,6 +44,8 @@
 //! instead of `/var/tmp`. `RUNS_BENCH_CPU=FILE` appends, per call, the path, the command, its
 //! time and the machine's user, system and idle ticks meanwhile: whether a slower call used more
 //! CPU or waited more.
+//! `RUNS_BENCH_JOBS=N` builds with `cargo build --offline -j N` (both paths): with `-j 1` the
+//! build's own time no longer depends on the order cargo happens to start the dependencies in.
 //! `RUNS_BENCH_DIRS=N` adds N directories to each project (a larger tree for the secret walk);
 //! `RUNS_BENCH_REPLACE=NAME` replaces the project's file NAME by a rename before each call.
 //! After each row it prints how many of the mirrored runs used a mirror built ahead (the run's
@@ -539,10 +541,15 @@ fn main() {
     let started = Instant::now();
     println!("| command | rounds | bare | direct (test-run + host run) | mirrored + commit | direct / bare | mirrored / bare | mirrored − bare | its commit | mirrored − bare − commit |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for (command, n, warmup) in [
-        ("sh noop.sh", n_true, 3),
-        ("cargo build --offline", n_build, 1),
-    ] {
+    // `-j N` takes cargo's own choice of order out of the build's time: with two jobs it starts
+    // the six dependencies in an order of its own hash map's, and the round's time follows
+    // when the largest one (memchr) started — ±100 ms on this crate, more than the mirror costs.
+    let build = match std::env::var("RUNS_BENCH_JOBS") {
+        Ok(n) if n.parse::<u32>().is_ok_and(|n| n > 0) => format!("cargo build --offline -j {n}"),
+        Ok(n) => panic!("RUNS_BENCH_JOBS must be a positive number, not {n:?}"),
+        Err(_) => "cargo build --offline".to_string(),
+    };
+    for (command, n, warmup) in [("sh noop.sh", n_true, 3), (build.as_str(), n_build, 1)] {
         if n == 0 {
             continue;
         }
