@@ -655,14 +655,21 @@ const COLUMNS: &str = "id, at_ms, kind, session, agent_id, agent_type, permissio
     tool, command, tool_input, parts, tier, decision, source, rule, reason, tiermap_revision, sandbox, latency_us, \
     success, exit_code, interrupted, duration_ms, error, decision_id, peer, note, prev_hash, hash";
 
+/// The insert of one row, every column.
+static INSERT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "INSERT INTO command_audit ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
+         ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"
+    )
+});
+
 /// Appends one row at the end of the chain; returns it. Runs inside the caller's transaction.
 pub fn append(conn: &Connection, entry: Entry) -> Result<AuditRow, StoreError> {
+    // Both statements come from the connection's cache: parsing a 32-column insert again for
+    // every row cost the writer, on the decision's path, more than running it.
     let last: Option<(i64, String)> = conn
-        .query_row(
-            "SELECT id, hash FROM command_audit ORDER BY id DESC LIMIT 1",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT id, hash FROM command_audit ORDER BY id DESC LIMIT 1")?
+        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let (id, prev_hash) = match last {
         Some((id, hash)) => (id + 1, hash),
@@ -670,44 +677,40 @@ pub fn append(conn: &Connection, entry: Entry) -> Result<AuditRow, StoreError> {
     };
     let hash = row_hash(&prev_hash, id, &entry);
     let e = &entry;
-    conn.execute(
-        &format!("INSERT INTO command_audit ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, \
-         ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)"),
-        params![
-            id,
-            e.at_ms,
-            e.kind,
-            e.session,
-            e.agent_id,
-            e.agent_type,
-            e.permission_mode,
-            e.tool_use_id,
-            e.cwd,
-            e.project,
-            e.tool,
-            e.command,
-            e.tool_input,
-            e.parts,
-            e.tier,
-            e.decision,
-            e.source,
-            e.rule,
-            e.reason,
-            e.tiermap_revision,
-            e.sandbox,
-            e.latency_us,
-            e.success,
-            e.exit_code,
-            e.interrupted,
-            e.duration_ms,
-            e.error,
-            e.decision_id,
-            e.peer,
-            e.note,
-            prev_hash,
-            hash,
-        ],
-    )?;
+    conn.prepare_cached(&INSERT)?.execute(params![
+        id,
+        e.at_ms,
+        e.kind,
+        e.session,
+        e.agent_id,
+        e.agent_type,
+        e.permission_mode,
+        e.tool_use_id,
+        e.cwd,
+        e.project,
+        e.tool,
+        e.command,
+        e.tool_input,
+        e.parts,
+        e.tier,
+        e.decision,
+        e.source,
+        e.rule,
+        e.reason,
+        e.tiermap_revision,
+        e.sandbox,
+        e.latency_us,
+        e.success,
+        e.exit_code,
+        e.interrupted,
+        e.duration_ms,
+        e.error,
+        e.decision_id,
+        e.peer,
+        e.note,
+        prev_hash,
+        hash,
+    ])?;
     Ok(AuditRow {
         id,
         entry,
