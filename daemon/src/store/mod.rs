@@ -416,6 +416,8 @@ fn group(
     }
     // Only a group of deferred jobs commits without its fsync; if the switch fails it
     // commits with it (FULL), which is always allowed.
+    // Not from the statement cache: SQLite applies `PRAGMA synchronous` when it prepares the
+    // statement, so a cached one would never switch the level again.
     let deferred = deferred && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
     *seq += 1;
     let this = *seq;
@@ -635,6 +637,22 @@ mod tests {
         store.append(row(2)).await.unwrap();
         assert!(store.durable(token).await.is_err());
         assert!(matches!(store.is_durable(token), Some(Err(_))));
+    }
+
+    /// A deferred group runs at `synchronous=NORMAL` and every other at FULL, again and again
+    /// (SQLite applies the pragma when it prepares it: it must never come from a cache).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn deferred_groups_commit_at_normal_and_the_rest_at_full_every_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join(DB_FILE)).unwrap();
+        let level = |c: &Connection| -> Result<i64, StoreError> {
+            Ok(c.pragma_query_value(None, "synchronous", |r| r.get(0))?)
+        };
+        for _ in 0..3 {
+            let (normal, _) = store.write_deferred(level).await.unwrap();
+            assert_eq!(normal, 1, "a deferred group: NORMAL");
+            assert_eq!(store.write(level).await.unwrap(), 2, "any other: FULL");
+        }
     }
 
     /// The WAL's sync runs on its own thread at nice 10, below the runtime's workers (the

@@ -255,12 +255,10 @@ pub fn learn_record(
     project: &str,
     key: &str,
 ) -> Result<Option<Record>, StoreError> {
+    // Cached: read on every redemption and written with every run's row.
     let text: Option<String> = conn
-        .query_row(
-            "SELECT record FROM learn_records WHERE project = ?1 AND key = ?2",
-            params![project, key],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT record FROM learn_records WHERE project = ?1 AND key = ?2")?
+        .query_row(params![project, key], |r| r.get(0))
         .optional()?;
     text.map(|t| {
         serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("learn record: {e}")))
@@ -279,11 +277,11 @@ pub fn put_learn_record(
         what: "a learn record",
         source,
     })?;
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO learn_records (project, key, record, updated_ms) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT(project, key) DO UPDATE SET record = excluded.record, updated_ms = excluded.updated_ms",
-        params![project, key, text, now_ms],
-    )?;
+    )?
+    .execute(params![project, key, text, now_ms])?;
     Ok(())
 }
 
