@@ -27,7 +27,10 @@
 //! makes, and in the mirror a `connect` to nscd's socket that the supervisor must answer).
 //!
 //! Needs root (the mirror), the hook and client built in the same profile, and a quiet machine:
-//! `cargo build --release -p cmdgate-hook --bins && cargo bench -p cmdgate-daemon --bench runs`
+//! `.ci/build-release && cargo bench -p cmdgate-daemon --bench runs` — the README's release
+//! build, whose hook and client are static (musl): dynamically linked ones, as a plain
+//! `cargo build --release` leaves them, added ≈7 ms to every mirrored call on a VM where
+//! starting a process is slow (docs/benchmarks.md, "session 17")
 //! (`RUNS_BENCH_TRUE=N`, `RUNS_BENCH_BUILD=N` set the rounds, 0 skips a row; defaults 40 and 7;
 //! `RUNS_BENCH_BIN=DIR` takes the four binaries from another build's release dir;
 //! `RUNS_BENCH_PATHS=mirrored` — a comma list of `bare`, `direct`, `mirrored` — times only those
