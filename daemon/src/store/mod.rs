@@ -416,8 +416,8 @@ fn group(
     }
     // Only a group of deferred jobs commits without its fsync; if the switch fails it
     // commits with it (FULL), which is always allowed.
-    // Not from the statement cache: SQLite applies `PRAGMA synchronous` when it prepares the
-    // statement, so a cached one would never switch the level again.
+    // The level must switch back and forth group after group:
+    // `deferred_groups_commit_at_normal_and_the_rest_at_full_every_time`.
     let deferred = deferred && conn.pragma_update(None, "synchronous", "NORMAL").is_ok();
     *seq += 1;
     let this = *seq;
@@ -639,8 +639,8 @@ mod tests {
         assert!(matches!(store.is_durable(token), Some(Err(_))));
     }
 
-    /// A deferred group runs at `synchronous=NORMAL` and every other at FULL, again and again
-    /// (SQLite applies the pragma when it prepares it: it must never come from a cache).
+    /// A deferred group runs at `synchronous=NORMAL` and every other at FULL, again and again:
+    /// every later group's durability rests on the switch back.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn deferred_groups_commit_at_normal_and_the_rest_at_full_every_time() {
         let dir = tempfile::tempdir().unwrap();
